@@ -1,0 +1,90 @@
+//! Typed errors, tagged with a domain so that recovery can decide what to retry.
+
+use std::path::PathBuf;
+
+/// Who is at fault for an error, which decides whether a restart can help.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorDomain {
+    /// Bad input, bad configuration or a bad job: restarting will not help.
+    User,
+    /// An outside system failed (disk, network, storage): a restart may help.
+    External,
+    /// A bug in Spate: an invariant broke.
+    Internal,
+}
+
+/// The error type of Spate's library crates.
+///
+/// Each `Display` message is one line that says what went wrong and, where it can, what the
+/// user can do about it.
+#[derive(Debug, thiserror::Error)]
+pub enum SpateError {
+    /// A malformed input record under the `fail` policy.
+    #[error("bad record in {origin} line {line}: {reason}")]
+    BadRecord {
+        /// The file (or socket, or `stdin`) the record came from.
+        origin: String,
+        /// The 1-based line number within `origin`.
+        line: u64,
+        /// Why the record was rejected.
+        reason: String,
+    },
+    /// A configuration value or flag that cannot be used.
+    #[error("invalid configuration: {0}")]
+    Config(String),
+    /// An I/O failure on a named path.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file or directory involved.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// An I/O failure that is not tied to one path (sockets, pipes).
+    #[error("{context}: {source}")]
+    IoContext {
+        /// What was being done.
+        context: String,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The job was built wrongly (for example a stream used after the job was executed).
+    #[error("invalid job: {0}")]
+    Job(String),
+    /// A worker or process of the job failed.
+    #[error("job failed: {0}")]
+    Execution(String),
+    /// A broken invariant: a bug in Spate.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl SpateError {
+    /// The domain of this error: whose fault it is.
+    pub fn domain(&self) -> ErrorDomain {
+        match self {
+            SpateError::BadRecord { .. } | SpateError::Config(_) | SpateError::Job(_) => {
+                ErrorDomain::User
+            }
+            SpateError::Io { .. } | SpateError::IoContext { .. } | SpateError::Execution(_) => {
+                ErrorDomain::External
+            }
+            SpateError::Internal(_) => ErrorDomain::Internal,
+        }
+    }
+
+    /// An I/O error on `path`.
+    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        SpateError::Io { path: path.into(), source }
+    }
+
+    /// An I/O error with a short description of what was being done.
+    pub fn io_context(context: impl Into<String>, source: std::io::Error) -> Self {
+        SpateError::IoContext { context: context.into(), source }
+    }
+}
+
+/// `Result` with [`SpateError`].
+pub type SpateResult<T> = Result<T, SpateError>;

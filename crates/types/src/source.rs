@@ -1,0 +1,113 @@
+//! The source trait: how connectors feed records into a job.
+//!
+//! A [`Source`] is a description shared by every worker. On each worker the engine calls
+//! [`Source::create_reader`] once, with a [`SourceContext`] that says which worker this is;
+//! the source decides which of its partitions (files, byte ranges, generator partitions,
+//! later Kafka partitions) that worker reads. The engine then polls the reader from the
+//! worker's loop, never from another thread, and never blocks on it: a reader with nothing
+//! to give right now returns [`SourceStatus::Idle`].
+//!
+//! Flow control lives in the engine: it stops polling while too many epochs are in flight,
+//! so a reader never needs its own buffering beyond one poll.
+
+use crate::{DeadLetter, SpateResult};
+
+/// What a reader knows about where it runs.
+#[derive(Debug, Clone)]
+pub struct SourceContext {
+    /// This worker's index among all workers of the job (`0..workers`).
+    pub worker_index: usize,
+    /// The number of workers in the job, over all processes.
+    pub workers: usize,
+}
+
+impl SourceContext {
+    /// The partitions of `count` that this worker reads: `p` with `p % workers == worker_index`.
+    pub fn my_partitions(&self, count: usize) -> impl Iterator<Item = usize> + '_ {
+        (self.worker_index..count).step_by(self.workers.max(1))
+    }
+}
+
+/// Where a reader puts what it read in one poll.
+pub struct SourceOutput<'a, T> {
+    records: &'a mut Vec<T>,
+    dead_letters: &'a mut Vec<DeadLetter>,
+    dropped: &'a mut u64,
+}
+
+impl<'a, T> SourceOutput<'a, T> {
+    /// Wraps the engine's buffers.
+    pub fn new(
+        records: &'a mut Vec<T>,
+        dead_letters: &'a mut Vec<DeadLetter>,
+        dropped: &'a mut u64,
+    ) -> Self {
+        SourceOutput { records, dead_letters, dropped }
+    }
+
+    /// Emits one good record.
+    #[inline]
+    pub fn push(&mut self, record: T) {
+        self.records.push(record);
+    }
+
+    /// Routes one malformed record to the dead-letter output.
+    pub fn dead_letter(&mut self, letter: DeadLetter) {
+        self.dead_letters.push(letter);
+    }
+
+    /// Counts one malformed record dropped under the `drop` policy.
+    pub fn dropped(&mut self) {
+        *self.dropped += 1;
+    }
+
+    /// The number of good records emitted in this poll so far.
+    pub fn len(&self) -> usize {
+        self.records.len()
+    }
+
+    /// Whether no good record was emitted in this poll so far.
+    pub fn is_empty(&self) -> bool {
+        self.records.is_empty()
+    }
+}
+
+/// The state of a reader after a poll.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SourceStatus {
+    /// It may have more records right away: poll again soon.
+    More,
+    /// It has nothing right now (a socket or stdin waiting for data): poll again later.
+    Idle,
+    /// It will never produce again. The engine stops polling and closes its input.
+    Finished,
+}
+
+/// One worker's reader of a source.
+///
+/// Readers live on their worker thread and need not be `Send`.
+pub trait SourceReader<T> {
+    /// Emits up to about `max_records` records into `out`.
+    ///
+    /// A malformed record under the `fail` policy is an `Err` ([`crate::SpateError::BadRecord`]),
+    /// which fails the job. Under `drop` and `dead-letter` the reader counts or routes it and goes on.
+    fn poll(&mut self, out: &mut SourceOutput<'_, T>, max_records: usize) -> SpateResult<SourceStatus>;
+
+    /// Progress of a bounded reader, as `(done, total)` in a unit of its choice (bytes, events).
+    /// `None` for unbounded readers.
+    fn progress(&self) -> Option<(u64, u64)> {
+        None
+    }
+}
+
+/// A parallel source: a description that every worker turns into its own reader.
+pub trait Source<T>: Send + Sync + 'static {
+    /// A short name for logs and metrics, such as `jsonl:/data/bids.jsonl`.
+    fn name(&self) -> String;
+
+    /// Whether the source ends by itself (a file, a collection, a generator with a count).
+    fn is_bounded(&self) -> bool;
+
+    /// Creates the reader for the worker described by `ctx`.
+    fn create_reader(&self, ctx: &SourceContext) -> SpateResult<Box<dyn SourceReader<T>>>;
+}
