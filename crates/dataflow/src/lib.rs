@@ -1,1 +1,40 @@
-//! placeholder
+//! Spate's engine: the DataStream API and its execution on timely dataflow.
+//!
+//! This is the only crate that names `timely`. It turns a job described with the Flink-like
+//! API into timely dataflows, one per worker, and runs them:
+//!
+//! ```text
+//!   StreamEnv ──from_source──▶ DataStream ──map/filter/key_by/...──▶ ... ──sink_to──▶ Sink
+//!       │                          (each call adds a Node to the Plan)
+//!       └──execute──▶ supervisor (P > 1) ──▶ P processes × N worker threads
+//!                         each worker: build Plan → timely operators; loop { poll sources
+//!                         under flow control; close epochs; step }
+//! ```
+//!
+//! * [`StreamEnv`] ([`env`]): the job's entry point and `execute`.
+//! * [`DataStream`] ([`stream`]), [`KeyedStream`] ([`keyed`]), [`ConnectedStreams`] and
+//!   [`ConnectedKeyedStreams`] ([`connected`]): the API.
+//! * [`plan`]: the job graph the API records, replayed on every worker.
+//! * [`execute`]: the worker loop, source driving and flow control (epochs in flight).
+//! * [`cluster`]: launching and supervising local processes.
+//! * [`metrics`]: named counters with Flink's metric names.
+//!
+//! Timestamps in the timely graph are *epochs*: batches of source records, closed by count or
+//! time. They bound the data in flight (flow control) and will delimit checkpoints.
+
+pub mod cluster;
+pub mod config;
+pub mod connected;
+pub mod env;
+pub mod execute;
+pub mod keyed;
+pub mod metrics;
+pub mod plan;
+pub mod stream;
+
+pub use config::JobConfig;
+pub use connected::{ConnectedKeyedStreams, ConnectedStreams};
+pub use env::{JobResult, Role, StopHandle, StreamEnv};
+pub use execute::{request_stop, Progress};
+pub use keyed::KeyedStream;
+pub use stream::{DataStream, SinkNode};

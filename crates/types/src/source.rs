@@ -10,7 +10,9 @@
 //! Flow control lives in the engine: it stops polling while too many epochs are in flight,
 //! so a reader never needs its own buffering beyond one poll.
 
-use crate::{DeadLetter, SpateResult};
+use std::sync::Arc;
+
+use crate::{DeadLetter, Sink, SpateResult};
 
 /// What a reader knows about where it runs.
 #[derive(Debug, Clone)]
@@ -110,4 +112,12 @@ pub trait Source<T>: Send + Sync + 'static {
 
     /// Creates the reader for the worker described by `ctx`.
     fn create_reader(&self, ctx: &SourceContext) -> SpateResult<Box<dyn SourceReader<T>>>;
+
+    /// Where this source's dead letters go, when its bad-record policy is `dead-letter=PATH`.
+    ///
+    /// The engine routes every worker's dead letters to this sink on global worker 0, so one
+    /// file holds them all. A source that emits dead letters must return a sink here.
+    fn dead_letter_sink(&self) -> Option<Arc<dyn Sink<DeadLetter>>> {
+        None
+    }
 }

@@ -1,0 +1,186 @@
+//! Two-input streams: `connect` with `co_map` / `co_flat_map`, and keyed co-processing.
+
+use std::collections::HashMap;
+use std::hash::Hash;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use rustc_hash::FxBuildHasher;
+use spate_types::Data;
+use timely::container::CapacityContainerBuilder;
+use timely::dataflow::channels::pact::{Exchange, Pipeline};
+use timely::dataflow::operators::Operator;
+
+use crate::execute::BuildCtx;
+use crate::keyed::{key_route, KeyedStream};
+use crate::plan::{ErasedStream, NodeKind, TStream};
+use crate::stream::{add_node, DataStream};
+
+/// Two streams of possibly different types, processed by one operator.
+pub struct ConnectedStreams<A, B> {
+    first: DataStream<A>,
+    second: DataStream<B>,
+}
+
+/// Adds a two-input node reading `a` and `b`.
+fn binary_node<A: Data, B: Data, R: Data, F>(
+    a: &DataStream<A>,
+    b: &DataStream<B>,
+    op: &str,
+    edge: &'static str,
+    build: F,
+) -> DataStream<R>
+where
+    F: for<'s> Fn(&mut BuildCtx<'s>, TStream<'s, A>, TStream<'s, B>, &str) -> TStream<'s, R>
+        + Send
+        + Sync
+        + 'static,
+{
+    let builder: crate::plan::Builder = Arc::new(move |ctx, inputs, name| {
+        let x = inputs[0].get::<A>(ctx.scope);
+        let y = inputs[1].get::<B>(ctx.scope);
+        Some(ErasedStream::new(build(ctx, x, y, name)))
+    });
+    let node = add_node(&a.plan, op, NodeKind::Operator, vec![a.node, b.node], edge, builder);
+    DataStream::from_node(Rc::clone(&a.plan), node)
+}
+
+impl<A: Data, B: Data> ConnectedStreams<A, B> {
+    pub(crate) fn new(first: DataStream<A>, second: DataStream<B>) -> Self {
+        ConnectedStreams { first, second }
+    }
+
+    /// Maps records of the first stream with `f1` and of the second with `f2` into one stream.
+    pub fn co_map<R: Data>(
+        &self,
+        f1: impl Fn(A) -> R + Send + Sync + 'static,
+        f2: impl Fn(B) -> R + Send + Sync + 'static,
+    ) -> DataStream<R> {
+        self.co_flat_map(move |a| Some(f1(a)), move |b| Some(f2(b))).name_default("co_map")
+    }
+
+    /// Like `co_map`, but each record may produce any number of outputs.
+    pub fn co_flat_map<R: Data, I1, I2>(
+        &self,
+        f1: impl Fn(A) -> I1 + Send + Sync + 'static,
+        f2: impl Fn(B) -> I2 + Send + Sync + 'static,
+    ) -> DataStream<R>
+    where
+        I1: IntoIterator<Item = R>,
+        I2: IntoIterator<Item = R>,
+    {
+        let (f1, f2) = (Arc::new(f1), Arc::new(f2));
+        binary_node(&self.first, &self.second, "co_flat_map", "forward", move |_ctx, x, y, name| {
+            let (f1, f2) = (Arc::clone(&f1), Arc::clone(&f2));
+            x.binary::<_, CapacityContainerBuilder<Vec<R>>, _, _, _, _>(
+                y,
+                Pipeline,
+                Pipeline,
+                name,
+                move |_, _| {
+                    move |in1, in2, output| {
+                        in1.for_each_stamp(|cap, data| {
+                            let mut session = output.session(&cap);
+                            for batch in data {
+                                for a in batch.drain(..) {
+                                    session.give_iterator(f1(a).into_iter());
+                                }
+                            }
+                        });
+                        in2.for_each_stamp(|cap, data| {
+                            let mut session = output.session(&cap);
+                            for batch in data {
+                                for b in batch.drain(..) {
+                                    session.give_iterator(f2(b).into_iter());
+                                }
+                            }
+                        });
+                    }
+                },
+            )
+        })
+    }
+}
+
+/// Two keyed streams with the same key type, processed with shared per-key state.
+pub struct ConnectedKeyedStreams<K, A, B> {
+    first: KeyedStream<K, A>,
+    second: KeyedStream<K, B>,
+}
+
+impl<K: Data + Hash + Eq, A: Data, B: Data> ConnectedKeyedStreams<K, A, B> {
+    pub(crate) fn new(first: KeyedStream<K, A>, second: KeyedStream<K, B>) -> Self {
+        ConnectedKeyedStreams { first, second }
+    }
+
+    /// Processes both inputs with one per-key state `S` (`None` until set; set to `None` to
+    /// delete): `f1` for records of the first stream, `f2` for the second.
+    pub fn process_with_state<S, R, F1, F2>(&self, f1: F1, f2: F2) -> DataStream<R>
+    where
+        S: 'static,
+        R: Data,
+        F1: Fn(&K, &mut Option<S>, A, &mut Vec<R>) + Send + Sync + 'static,
+        F2: Fn(&K, &mut Option<S>, B, &mut Vec<R>) + Send + Sync + 'static,
+    {
+        let (f1, f2) = (Arc::new(f1), Arc::new(f2));
+        let (k1, k2) = (Arc::clone(&self.first.key), Arc::clone(&self.second.key));
+        binary_node(
+            &self.first.stream,
+            &self.second.stream,
+            "co_process",
+            "hash",
+            move |ctx, x, y, name| {
+                let (f1, f2) = (Arc::clone(&f1), Arc::clone(&f2));
+                let (k1, k2) = (Arc::clone(&k1), Arc::clone(&k2));
+                let (r1, r2) = (Arc::clone(&k1), Arc::clone(&k2));
+                let (maxp, peers) = (ctx.config().max_parallelism, ctx.peers());
+                let p1 = Exchange::new(move |a: &A| key_route(&r1(a), maxp, peers));
+                let p2 = Exchange::new(move |b: &B| key_route(&r2(b), maxp, peers));
+                x.binary::<_, CapacityContainerBuilder<Vec<R>>, _, _, _, _>(
+                    y,
+                    p1,
+                    p2,
+                    name,
+                    move |_, _| {
+                        let mut state: HashMap<K, S, FxBuildHasher> = HashMap::default();
+                        let mut out = Vec::new();
+                        move |in1, in2, output| {
+                            in1.for_each_stamp(|cap, data| {
+                                for batch in data {
+                                    for a in batch.drain(..) {
+                                        let k = k1(&a);
+                                        let mut slot = state.remove(&k);
+                                        f1(&k, &mut slot, a, &mut out);
+                                        if let Some(s) = slot {
+                                            state.insert(k, s);
+                                        }
+                                    }
+                                }
+                                if !out.is_empty() {
+                                    output.session(&cap).give_container(&mut out);
+                                    out.clear();
+                                }
+                            });
+                            in2.for_each_stamp(|cap, data| {
+                                for batch in data {
+                                    for b in batch.drain(..) {
+                                        let k = k2(&b);
+                                        let mut slot = state.remove(&k);
+                                        f2(&k, &mut slot, b, &mut out);
+                                        if let Some(s) = slot {
+                                            state.insert(k, s);
+                                        }
+                                    }
+                                }
+                                if !out.is_empty() {
+                                    output.session(&cap).give_container(&mut out);
+                                    out.clear();
+                                }
+                            });
+                        }
+                    },
+                )
+            },
+        )
+    }
+}

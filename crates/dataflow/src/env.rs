@@ -1,0 +1,239 @@
+//! `StreamEnv`: where a job is described and executed (Flink's `StreamExecutionEnvironment`).
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::rc::Rc;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use spate_types::{Data, Source, SpateError, SpateResult};
+
+use crate::cluster;
+use crate::config::JobConfig;
+use crate::execute::{install_signal_handler, run_worker, JobShared, Progress};
+use crate::plan::{ErasedStream, NodeKind, Plan};
+use crate::stream::{add_node, DataStream};
+
+/// The entry point of a job: add sources, build the graph on the streams, then `execute`.
+///
+/// ```
+/// use spate_dataflow::{JobConfig, StreamEnv};
+/// # use spate_types::*;
+/// # struct Numbers;
+/// # impl Source<u64> for Numbers {
+/// #     fn name(&self) -> String { "numbers".into() }
+/// #     fn is_bounded(&self) -> bool { true }
+/// #     fn create_reader(&self, ctx: &SourceContext) -> SpateResult<Box<dyn SourceReader<u64>>> {
+/// #         struct R(Vec<u64>);
+/// #         impl SourceReader<u64> for R {
+/// #             fn poll(&mut self, out: &mut SourceOutput<'_, u64>, _max: usize) -> SpateResult<SourceStatus> {
+/// #                 self.0.drain(..).for_each(|x| out.push(x)); Ok(SourceStatus::Finished)
+/// #             }
+/// #         }
+/// #         Ok(Box::new(R(if ctx.worker_index == 0 { (1..=10).collect() } else { vec![] })))
+/// #     }
+/// # }
+/// let env = StreamEnv::new(JobConfig::local(2));
+/// env.from_source(Numbers)
+///     .filter(|x| x % 2 == 0)
+///     .map(|x| x * 10)
+///     .key_by(|x| x % 3)
+///     .sum(|x| *x);
+/// let result = env.execute("example").unwrap();
+/// assert_eq!(result.totals["numbers-0.numRecordsOut"], 10);
+/// ```
+pub struct StreamEnv {
+    plan: Rc<RefCell<Plan>>,
+    config: JobConfig,
+    stop: Arc<AtomicBool>,
+    progress: Arc<Progress>,
+}
+
+/// Which part a process played in a job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// The only process: it ran every worker.
+    Single,
+    /// Process 0 of several: it holds the job-wide totals.
+    Leader,
+    /// Another process of several.
+    Follower,
+    /// The launcher that started and supervised the processes (it ran no worker).
+    Supervisor,
+}
+
+/// What `execute` reports when a job ends well.
+#[derive(Debug, Clone)]
+pub struct JobResult {
+    /// This process's part in the job.
+    pub role: Role,
+    /// Wall time from start to the end of the last worker.
+    pub elapsed: Duration,
+    /// Source totals over the whole job (records, dropped and dead-lettered records per
+    /// source), on [`Role::Single`] and [`Role::Leader`]; empty elsewhere.
+    pub totals: BTreeMap<String, u64>,
+    /// This process's operator counters (`<operator>.numRecordsIn` / `.numRecordsOut`).
+    pub metrics: BTreeMap<String, u64>,
+}
+
+impl JobResult {
+    /// Whether this process reports for the whole job (the single process or the leader).
+    pub fn is_reporter(&self) -> bool {
+        matches!(self.role, Role::Single | Role::Leader)
+    }
+
+    /// The sum of the totals whose name ends with `suffix` (e.g. `.numRecordsDropped`).
+    pub fn total_of(&self, suffix: &str) -> u64 {
+        self.totals.iter().filter(|(k, _)| k.ends_with(suffix)).map(|(_, v)| v).sum()
+    }
+}
+
+/// A handle that stops a running job cleanly from another thread.
+#[derive(Debug, Clone)]
+pub struct StopHandle(Arc<AtomicBool>);
+
+impl StopHandle {
+    /// Closes the job's sources; the job drains, flushes its sinks and `execute` returns.
+    pub fn stop(&self) {
+        self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl StreamEnv {
+    /// A new environment with `config`.
+    pub fn new(config: JobConfig) -> Self {
+        StreamEnv {
+            plan: Rc::new(RefCell::new(Plan::default())),
+            config,
+            stop: Arc::new(AtomicBool::new(false)),
+            progress: Arc::new(Progress::default()),
+        }
+    }
+
+    /// The configuration the job will run with.
+    pub fn config(&self) -> &JobConfig {
+        &self.config
+    }
+
+    /// The configuration, to change before `execute`.
+    pub fn config_mut(&mut self) -> &mut JobConfig {
+        &mut self.config
+    }
+
+    /// A stream read from `source`, in parallel on every worker.
+    pub fn from_source<T: Data>(&self, source: impl Source<T>) -> DataStream<T> {
+        self.from_source_arc(Arc::new(source))
+    }
+
+    /// Like [`from_source`](Self::from_source), for a shared source.
+    pub fn from_source_arc<T: Data>(&self, source: Arc<dyn Source<T>>) -> DataStream<T> {
+        let op = format!("source:{}", source.name());
+        let builder: crate::plan::Builder = Arc::new(move |ctx, _inputs, name| {
+            Some(ErasedStream::new(ctx.add_source(name, &source)))
+        });
+        let node = add_node(&self.plan, &op, NodeKind::Source, vec![], "none", builder);
+        let stream = DataStream::from_node(Rc::clone(&self.plan), node);
+        // Source names default to a short, stable form: `<name>-<id>`.
+        let short = source_short_name(&op, node);
+        stream.name(&short)
+    }
+
+    /// The job graph described so far.
+    pub fn plan(&self) -> Plan {
+        self.plan.borrow().clone()
+    }
+
+    /// A handle that stops the job cleanly from another thread.
+    pub fn stop_handle(&self) -> StopHandle {
+        StopHandle(Arc::clone(&self.stop))
+    }
+
+    /// Progress of the bounded sources in this process, for progress bars.
+    pub fn progress(&self) -> Arc<Progress> {
+        Arc::clone(&self.progress)
+    }
+
+    /// Runs the job until its bounded sources end, it is stopped (Ctrl-C, SIGTERM or a
+    /// [`StopHandle`]), or it fails.
+    ///
+    /// With `processes > 1` and no process index (set by a supervisor through the
+    /// environment), this process becomes the supervisor: it starts the processes on this
+    /// machine, each running this same program with the same arguments, and waits for them.
+    pub fn execute(&self, job_name: &str) -> SpateResult<JobResult> {
+        let mut config = self.config.clone();
+        config.apply_env()?;
+        config.validate()?;
+        install_signal_handler();
+        let start = Instant::now();
+        if config.processes > 1 && config.process_index.is_none() {
+            cluster::supervise(&config)?;
+            return Ok(JobResult {
+                role: Role::Supervisor,
+                elapsed: start.elapsed(),
+                totals: BTreeMap::new(),
+                metrics: BTreeMap::new(),
+            });
+        }
+        let role = match config.process_index {
+            None => Role::Single,
+            Some(0) => Role::Leader,
+            Some(_) => Role::Follower,
+        };
+        let timely_config = timely_config(&config)?;
+        let plan = Arc::new(self.plan.borrow().clone());
+        if plan.nodes.is_empty() {
+            return Err(SpateError::Job("the job has no operators: add a source".into()));
+        }
+        let shared =
+            Arc::new(JobShared::new(config, Arc::clone(&self.stop), Arc::clone(&self.progress)));
+        let worker_shared = Arc::clone(&shared);
+        let name = job_name.to_owned();
+        tracing::info!(job = %name, plan = %plan.describe(), "starting job");
+        let guards = timely::execute(timely_config, move |worker| {
+            run_worker(worker, &plan, &name, Arc::clone(&worker_shared));
+        })
+        .map_err(|e| SpateError::Execution(format!("cannot start workers: {e}")))?;
+        let mut panics = Vec::new();
+        for result in guards.join() {
+            if let Err(panic) = result {
+                panics.push(panic);
+            }
+        }
+        if let Some(error) = shared.take_error() {
+            return Err(error);
+        }
+        if let Some(panic) = panics.into_iter().next() {
+            return Err(SpateError::Internal(format!("a worker panicked: {panic}")));
+        }
+        let totals = std::mem::take(&mut *shared.totals.lock().unwrap_or_else(|p| p.into_inner()));
+        Ok(JobResult { role, elapsed: start.elapsed(), totals, metrics: shared.metrics.snapshot() })
+    }
+}
+
+fn source_short_name(op: &str, node: usize) -> String {
+    // `source:jsonl:/a/b.jsonl` → `jsonl-0`; a plain `source:numbers` → `numbers-0`.
+    let rest = op.strip_prefix("source:").unwrap_or(op);
+    let kind = rest.split([':', ' ', '/']).next().filter(|s| !s.is_empty()).unwrap_or("source");
+    format!("{kind}-{node}")
+}
+
+fn timely_config(config: &JobConfig) -> SpateResult<timely::Config> {
+    let communication = match config.process_index {
+        None if config.workers == 1 => timely::CommunicationConfig::Thread,
+        None => timely::CommunicationConfig::Process(config.workers),
+        Some(process) => timely::CommunicationConfig::Cluster {
+            threads: config.workers,
+            process,
+            addresses: config.addresses.clone(),
+            report: false,
+            zerocopy: false,
+        },
+    };
+    if config.process_index.is_some() && config.addresses.len() != config.processes {
+        return Err(SpateError::Config(
+            "a process of a multi-process job needs the addresses of all processes".into(),
+        ));
+    }
+    Ok(timely::Config { communication, worker: timely::WorkerConfig::default() })
+}

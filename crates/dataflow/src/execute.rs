@@ -1,0 +1,486 @@
+//! Running a plan: the per-worker loop, source driving and flow control.
+//!
+//! Every worker thread builds the whole plan (data parallelism: each operator has an instance
+//! on each worker) and then runs the loop in [`run_worker`]:
+//!
+//! 1. If fewer than `max_epochs_in_flight` of its epochs are incomplete at the sinks (read
+//!    from a probe on the sinks' outputs, which sees all workers), poll the sources.
+//! 2. Close the epoch after `epoch_max_records` records or `epoch_interval`, whichever comes
+//!    first. A worker whose sources have nothing to give jumps its epoch forward to the
+//!    flow-control limit, so an idle worker never holds back a busy one.
+//! 3. Step the timely worker.
+//!
+//! Because sources stop while epochs are in flight, a fast source can never run unboundedly
+//! ahead of the slowest operator, and timely's unbounded channels hold at most
+//! `max_epochs_in_flight × epoch_max_records` records per worker.
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use spate_types::{
+    DeadLetter, Sink, SinkContext, SinkWriter, Source, SourceContext, SourceOutput, SourceReader,
+    SourceStatus, SpateError, SpateResult,
+};
+use timely::container::CapacityContainerBuilder;
+use timely::dataflow::channels::pact::{Exchange, Pipeline};
+use timely::dataflow::operators::generic::operator::empty;
+use timely::dataflow::operators::{Operator, Probe};
+use timely::dataflow::{InputHandleVec, ProbeHandle, Scope};
+
+use crate::config::JobConfig;
+use crate::metrics::Metrics;
+use crate::plan::{Epoch, ErasedStream, Plan, TStream};
+
+/// Set by Ctrl-C / SIGTERM: every running job in the process stops its sources and drains.
+pub(crate) static STOP_REQUESTED: AtomicBool = AtomicBool::new(false);
+
+/// Asks every job in this process to stop cleanly: sources close, sinks flush, `execute`
+/// returns `Ok`. This is what Ctrl-C and SIGTERM do.
+pub fn request_stop() {
+    STOP_REQUESTED.store(true, Ordering::SeqCst);
+}
+
+/// Installs the Ctrl-C / SIGTERM handler that calls [`request_stop`] (once per process).
+pub(crate) fn install_signal_handler() {
+    static INSTALLED: std::sync::Once = std::sync::Once::new();
+    INSTALLED.call_once(|| {
+        // A second handler (the embedding program installed its own) is not an error: that
+        // program then decides how to stop, for example by calling `request_stop`.
+        let _ = ctrlc::set_handler(request_stop);
+    });
+}
+
+/// State one process's workers share while a job runs.
+pub(crate) struct JobShared {
+    pub(crate) config: JobConfig,
+    /// Set when any worker of this process fails; all of them then stop.
+    abort: AtomicBool,
+    error: Mutex<Option<SpateError>>,
+    /// A stop asked for by the API (in addition to signals).
+    pub(crate) stop: Arc<AtomicBool>,
+    pub(crate) metrics: Arc<Metrics>,
+    /// Source-side totals over all workers of all processes, filled on global worker 0.
+    pub(crate) totals: Mutex<BTreeMap<String, u64>>,
+    /// Bounded-source progress of this process's workers: (done, total).
+    pub(crate) progress: Arc<Progress>,
+}
+
+/// Progress of a job's bounded sources in this process, for progress bars.
+#[derive(Debug, Default)]
+pub struct Progress {
+    /// Units done (bytes or events), summed over this process's workers.
+    pub done: AtomicU64,
+    /// Units in all, summed over this process's workers; 0 when unknown.
+    pub total: AtomicU64,
+}
+
+impl JobShared {
+    pub(crate) fn new(config: JobConfig, stop: Arc<AtomicBool>, progress: Arc<Progress>) -> Self {
+        JobShared {
+            config,
+            abort: AtomicBool::new(false),
+            error: Mutex::new(None),
+            stop,
+            metrics: Arc::new(Metrics::default()),
+            totals: Mutex::new(BTreeMap::new()),
+            progress,
+        }
+    }
+
+    /// Records the first error and makes every worker stop.
+    pub(crate) fn fail(&self, error: SpateError) {
+        let mut slot = self.error.lock().unwrap_or_else(|p| p.into_inner());
+        if slot.is_none() {
+            *slot = Some(error);
+        }
+        self.abort.store(true, Ordering::SeqCst);
+    }
+
+    fn aborted(&self) -> bool {
+        self.abort.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn take_error(&self) -> Option<SpateError> {
+        self.error.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
+
+    fn stop_requested(&self) -> bool {
+        self.stop.load(Ordering::Relaxed) || STOP_REQUESTED.load(Ordering::Relaxed)
+    }
+}
+
+/// What a node builder gets: the worker's scope and the job's shared state.
+pub struct BuildCtx<'s> {
+    pub(crate) scope: Scope<'s, Epoch>,
+    pub(crate) shared: Arc<JobShared>,
+    pub(crate) drivers: Vec<Box<dyn SourceDriver>>,
+    pub(crate) probe: ProbeHandle<Epoch>,
+}
+
+impl<'s> BuildCtx<'s> {
+    /// This worker's global index.
+    pub(crate) fn index(&self) -> usize {
+        self.scope.index()
+    }
+
+    /// The number of workers over all processes.
+    pub(crate) fn peers(&self) -> usize {
+        self.scope.peers()
+    }
+
+    pub(crate) fn config(&self) -> &JobConfig {
+        &self.shared.config
+    }
+
+    /// Adds a source: creates this worker's reader and the input that feeds its records.
+    pub(crate) fn add_source<T: spate_types::Data>(
+        &mut self,
+        name: &str,
+        source: &Arc<dyn Source<T>>,
+    ) -> TStream<'s, T> {
+        let ctx = SourceContext { worker_index: self.index(), workers: self.peers() };
+        let reader = match source.create_reader(&ctx) {
+            Ok(reader) => reader,
+            Err(e) => {
+                self.shared.fail(e);
+                return empty(self.scope);
+            }
+        };
+        let mut input = InputHandleVec::<Epoch, T>::new();
+        let stream = input.to_stream(self.scope);
+        let dead_letters = match source.dead_letter_sink() {
+            Some(sink) => {
+                let mut dl_input = InputHandleVec::<Epoch, DeadLetter>::new();
+                let dl_stream = dl_input.to_stream(self.scope);
+                self.add_sink(&format!("{name}.dead-letters"), dl_stream, &sink, true);
+                Some(dl_input)
+            }
+            None => None,
+        };
+        let records_out = self.shared.metrics.counter(&format!("{name}.numRecordsOut"));
+        self.drivers.push(Box::new(TypedDriver {
+            name: name.to_owned(),
+            reader,
+            input: Some(input),
+            dead_letter_input: dead_letters,
+            buffer: Vec::new(),
+            dead_letters: Vec::new(),
+            dropped: 0,
+            emitted: 0,
+            dead_lettered: 0,
+            records_out,
+            last_progress: (0, 0),
+        }));
+        stream
+    }
+
+    /// Adds a sink: each worker writes what reaches it; with `single`, every record goes to
+    /// global worker 0 first (for outputs that must be one file).
+    pub(crate) fn add_sink<T: spate_types::Data>(
+        &mut self,
+        name: &str,
+        stream: TStream<'s, T>,
+        sink: &Arc<dyn Sink<T>>,
+        single: bool,
+    ) {
+        let ctx = SinkContext { worker_index: self.index(), workers: self.peers() };
+        let writer = match sink.create_writer(&ctx) {
+            Ok(w) => Some(w),
+            Err(e) => {
+                self.shared.fail(e);
+                None
+            }
+        };
+        let mut state = SinkState {
+            writer,
+            shared: Arc::clone(&self.shared),
+            records_in: self.shared.metrics.counter(&format!("{name}.numRecordsIn")),
+        };
+        // The sink has an (empty) output so that a probe on it sees an epoch complete only
+        // once the sink has consumed it.
+        let done: TStream<'s, ()> = if single {
+            stream.unary_frontier::<CapacityContainerBuilder<Vec<()>>, _, _, _>(
+                Exchange::new(|_: &T| 0u64),
+                name,
+                move |_, _| {
+                    move |(input, frontier), _output| {
+                        input.for_each(|_cap, data| state.write(data));
+                        state.after(frontier.is_empty());
+                    }
+                },
+            )
+        } else {
+            stream.unary_frontier::<CapacityContainerBuilder<Vec<()>>, _, _, _>(
+                Pipeline,
+                name,
+                move |_, _| {
+                    move |(input, frontier), _output| {
+                        input.for_each(|_cap, data| state.write(data));
+                        state.after(frontier.is_empty());
+                    }
+                },
+            )
+        };
+        done.probe_with(&self.probe);
+    }
+}
+
+/// One worker's sink writer inside its operator.
+struct SinkState<T> {
+    writer: Option<Box<dyn SinkWriter<T>>>,
+    shared: Arc<JobShared>,
+    records_in: Arc<AtomicU64>,
+}
+
+impl<T> SinkState<T> {
+    fn write(&mut self, data: &mut Vec<T>) {
+        self.records_in.fetch_add(data.len() as u64, Ordering::Relaxed);
+        if let Some(w) = self.writer.as_mut() {
+            if let Err(e) = w.write_batch(data) {
+                self.shared.fail(e);
+                self.writer = None;
+            }
+        }
+        data.clear();
+    }
+
+    /// Ticks the writer after a batch of work, or closes it when its input has ended.
+    fn after(&mut self, input_ended: bool) {
+        if let Some(w) = self.writer.as_mut() {
+            let result = if input_ended { w.close() } else { w.tick(Instant::now()) };
+            if let Err(e) = result {
+                self.shared.fail(e);
+            }
+            if input_ended || self.shared.aborted() {
+                self.writer = None;
+            }
+        }
+    }
+}
+
+/// A source as the worker loop sees it, with its record type hidden.
+pub(crate) trait SourceDriver {
+    /// Polls the reader for up to `budget` records and sends them at the current epoch.
+    fn poll(&mut self, budget: usize, shared: &JobShared) -> SpateResult<(usize, SourceStatus)>;
+    /// Moves the source's inputs to `epoch`.
+    fn advance_to(&mut self, epoch: Epoch);
+    /// Closes the source's inputs; the driver is done.
+    fn close(&mut self);
+    fn is_closed(&self) -> bool;
+    /// `(name, emitted, dropped, dead-lettered)` so far.
+    fn stats(&self) -> (&str, u64, u64, u64);
+}
+
+struct TypedDriver<T: spate_types::Data> {
+    name: String,
+    reader: Box<dyn SourceReader<T>>,
+    input: Option<InputHandleVec<Epoch, T>>,
+    dead_letter_input: Option<InputHandleVec<Epoch, DeadLetter>>,
+    buffer: Vec<T>,
+    dead_letters: Vec<DeadLetter>,
+    dropped: u64,
+    emitted: u64,
+    dead_lettered: u64,
+    records_out: Arc<AtomicU64>,
+    last_progress: (u64, u64),
+}
+
+impl<T: spate_types::Data> SourceDriver for TypedDriver<T> {
+    fn poll(&mut self, budget: usize, shared: &JobShared) -> SpateResult<(usize, SourceStatus)> {
+        let Some(input) = self.input.as_mut() else { return Ok((0, SourceStatus::Finished)) };
+        let status = {
+            let mut out =
+                SourceOutput::new(&mut self.buffer, &mut self.dead_letters, &mut self.dropped);
+            self.reader.poll(&mut out, budget)?
+        };
+        let n = self.buffer.len();
+        if n > 0 {
+            self.emitted += n as u64;
+            self.records_out.fetch_add(n as u64, Ordering::Relaxed);
+            input.send_batch(&mut self.buffer);
+            self.buffer.clear();
+        }
+        if !self.dead_letters.is_empty() {
+            self.dead_lettered += self.dead_letters.len() as u64;
+            match self.dead_letter_input.as_mut() {
+                Some(dl) => dl.send_batch(&mut self.dead_letters),
+                None => {
+                    return Err(SpateError::Internal(format!(
+                        "source {} produced dead letters but has no dead-letter sink",
+                        self.name
+                    )))
+                }
+            }
+            self.dead_letters.clear();
+        }
+        if let Some((done, total)) = self.reader.progress() {
+            let (last_done, last_total) = self.last_progress;
+            shared.progress.done.fetch_add(done.saturating_sub(last_done), Ordering::Relaxed);
+            shared.progress.total.fetch_add(total.saturating_sub(last_total), Ordering::Relaxed);
+            self.last_progress = (done.max(last_done), total.max(last_total));
+        }
+        Ok((n, status))
+    }
+
+    fn advance_to(&mut self, epoch: Epoch) {
+        if let Some(input) = self.input.as_mut() {
+            input.advance_to(epoch);
+        }
+        if let Some(dl) = self.dead_letter_input.as_mut() {
+            dl.advance_to(epoch);
+        }
+    }
+
+    fn close(&mut self) {
+        self.input = None;
+        self.dead_letter_input = None;
+    }
+
+    fn is_closed(&self) -> bool {
+        self.input.is_none()
+    }
+
+    fn stats(&self) -> (&str, u64, u64, u64) {
+        (&self.name, self.emitted, self.dropped, self.dead_lettered)
+    }
+}
+
+/// Builds the plan on one worker and runs it to completion, failure or stop.
+pub(crate) fn run_worker(
+    worker: &mut timely::worker::Worker,
+    plan: &Plan,
+    job_name: &str,
+    shared: Arc<JobShared>,
+) {
+    let probe = ProbeHandle::new();
+    let totals_out: Rc<RefCell<Vec<(String, u64)>>> = Rc::new(RefCell::new(Vec::new()));
+    let dataflow_index = worker.next_dataflow_index();
+    let (mut drivers, mut stats_input) = worker.dataflow_named(job_name, |scope| {
+        let mut ctx = BuildCtx {
+            scope,
+            shared: Arc::clone(&shared),
+            drivers: Vec::new(),
+            probe: probe.clone(),
+        };
+        let mut streams: Vec<Option<ErasedStream>> = Vec::with_capacity(plan.nodes.len());
+        for node in &plan.nodes {
+            let inputs: Vec<&ErasedStream> = node
+                .inputs
+                .iter()
+                .map(|&i| streams[i].as_ref().expect("plan inputs are streams, never sinks"))
+                .collect();
+            let out = (node.builder)(&mut ctx, &inputs, &node.name);
+            streams.push(out);
+        }
+        drop(streams);
+        // Source-side totals (records, drops, dead letters) travel to global worker 0 through
+        // the dataflow itself, so they are exact over all processes.
+        let mut stats_input = InputHandleVec::<Epoch, (String, u64)>::new();
+        let totals = Rc::clone(&totals_out);
+        stats_input.to_stream(scope).sink(
+            Exchange::new(|_: &(String, u64)| 0u64),
+            "spate.totals",
+            move |(input, _frontier)| {
+                input.for_each(|_cap, data| totals.borrow_mut().extend(data.drain(..)));
+            },
+        );
+        (ctx.drivers, Some(stats_input))
+    });
+
+    let cfg = &shared.config;
+    let k = cfg.max_epochs_in_flight;
+    let mut epoch: Epoch = 0;
+    let mut epoch_started = Instant::now();
+    let mut emitted_in_epoch = 0usize;
+    let mut stopping = false;
+
+    loop {
+        if shared.aborted() {
+            worker.drop_dataflow(dataflow_index);
+            return;
+        }
+        if !stopping && shared.stop_requested() {
+            // A clean stop: close every source, then drain like a bounded job.
+            stopping = true;
+            for d in drivers.iter_mut() {
+                d.close();
+            }
+        }
+        let frontier = probe.with_frontier(|f| f.first().copied());
+        let may_emit = frontier.is_none_or(|f| epoch < f + k);
+        let mut has_more = false;
+        if may_emit {
+            for d in drivers.iter_mut().filter(|d| !d.is_closed()) {
+                let budget = cfg.epoch_max_records.saturating_sub(emitted_in_epoch).clamp(1, cfg.poll_batch);
+                match d.poll(budget, &shared) {
+                    Ok((n, status)) => {
+                        emitted_in_epoch += n;
+                        match status {
+                            SourceStatus::More => has_more = true,
+                            SourceStatus::Idle => {}
+                            SourceStatus::Finished => d.close(),
+                        }
+                    }
+                    Err(e) => {
+                        shared.fail(e);
+                        worker.drop_dataflow(dataflow_index);
+                        return;
+                    }
+                }
+            }
+        }
+        if drivers.iter().all(|d| d.is_closed()) {
+            break;
+        }
+        let now = Instant::now();
+        if emitted_in_epoch >= cfg.epoch_max_records || now - epoch_started >= cfg.epoch_interval {
+            let next = if has_more {
+                epoch + 1
+            } else {
+                // Nothing to give: move as far as flow control allows, so that this worker's
+                // inputs never hold back the frontier that busy workers wait on.
+                (epoch + 1).max(frontier.map_or(epoch + 1, |f| f + k - 1))
+            };
+            for d in drivers.iter_mut().filter(|d| !d.is_closed()) {
+                d.advance_to(next);
+            }
+            if let Some(stats) = stats_input.as_mut() {
+                stats.advance_to(next);
+            }
+            epoch = next;
+            emitted_in_epoch = 0;
+            epoch_started = now;
+        }
+        if has_more && may_emit {
+            worker.step();
+        } else {
+            worker.step_or_park(Some(Duration::from_millis(1)));
+        }
+    }
+
+    // All sources are done: report their totals, close the last input, and drain.
+    if let Some(mut stats) = stats_input.take() {
+        for d in &drivers {
+            let (name, emitted, dropped, dead) = d.stats();
+            stats.send((format!("{name}.numRecordsOut"), emitted));
+            stats.send((format!("{name}.numRecordsDropped"), dropped));
+            stats.send((format!("{name}.numRecordsDeadLettered"), dead));
+        }
+    }
+    drop(drivers);
+    while worker.has_dataflows() {
+        if shared.aborted() {
+            worker.drop_dataflow(dataflow_index);
+            return;
+        }
+        worker.step_or_park(Some(Duration::from_millis(10)));
+    }
+    let mut totals = shared.totals.lock().unwrap_or_else(|p| p.into_inner());
+    for (name, value) in totals_out.borrow_mut().drain(..) {
+        *totals.entry(name).or_insert(0) += value;
+    }
+}

@@ -1,0 +1,147 @@
+//! The logical plan: a job graph recorded by the API and instantiated on every worker.
+//!
+//! The DataStream API does not touch timely while a job is being described. Each call adds a
+//! [`Node`] to a [`Plan`]: its name, its inputs, and a *builder*, a closure that knows the
+//! concrete record types and builds the timely operators for that node. When the job runs,
+//! every worker walks the nodes in order (they are added in topological order) and calls each
+//! builder with the streams its inputs produced. The builder is the only dynamic dispatch;
+//! the operators it builds are monomorphized, so records never go through a `dyn` call.
+//!
+//! Keeping the plan as data lets later layers inspect it (the dashboard's job graph, the
+//! Python and SQL fronts, the optimizer) without running it.
+
+use std::any::Any;
+use std::sync::Arc;
+
+use timely::dataflow::{Scope, StreamVec};
+
+use crate::execute::BuildCtx;
+
+/// The index of a node in its plan.
+pub type NodeId = usize;
+
+/// What a node is, for display and for the engine's wiring.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeKind {
+    /// Reads from a [`spate_types::Source`].
+    Source,
+    /// Transforms its inputs into one output stream.
+    Operator,
+    /// Writes to a [`spate_types::Sink`]; produces no stream.
+    Sink,
+}
+
+/// A stream whose record type is hidden, passed between node builders.
+///
+/// It holds a `StreamVec<'static, u64, T>`: the lifetime of the worker's scope is erased so that
+/// streams of different types can sit in one vector while the plan is built (see
+/// [`ErasedStream::new`] for why that is sound).
+pub struct ErasedStream {
+    inner: Box<dyn Any>,
+}
+
+/// The concrete stream type every node produces: vectors of records at epoch timestamps.
+pub type Epoch = u64;
+pub(crate) type TStream<'s, T> = StreamVec<'s, Epoch, T>;
+
+impl ErasedStream {
+    /// Hides the type and lifetime of `stream`.
+    pub(crate) fn new<'s, T: Clone + 'static>(stream: TStream<'s, T>) -> Self {
+        ErasedStream { inner: Box::new(extend_lifetime(stream)) }
+    }
+
+    /// Recovers the stream; panics if the plan's types are inconsistent, which the typed API
+    /// makes impossible.
+    pub(crate) fn get<'s, T: Clone + 'static>(&self, _scope: Scope<'s, Epoch>) -> TStream<'s, T> {
+        let stream = self
+            .inner
+            .downcast_ref::<TStream<'static, T>>()
+            .expect("plan types are checked by the typed API");
+        shorten_lifetime(stream.clone())
+    }
+}
+
+/// Erases the scope lifetime of a stream.
+///
+/// SAFETY argument: erased streams only live in the `BuildCtx` of one `worker.dataflow(..)`
+/// call and are dropped before that call returns, so no stream outlives its scope; a stream is
+/// recovered only through [`ErasedStream::get`], which hands it back with the scope's lifetime.
+/// Types that differ only in lifetimes have the same layout.
+#[allow(unsafe_code)]
+fn extend_lifetime<'s, T: 'static>(stream: TStream<'s, T>) -> TStream<'static, T> {
+    let boxed = Box::new(stream);
+    // SAFETY: see the function comment; this is a lifetime-only pointer cast.
+    unsafe { *Box::from_raw(Box::into_raw(boxed) as *mut TStream<'static, T>) }
+}
+
+#[allow(unsafe_code)]
+fn shorten_lifetime<'s, T: 'static>(stream: TStream<'static, T>) -> TStream<'s, T> {
+    // Shortening a lifetime is always sound; the cast only helps the type checker, which
+    // cannot see through the `'scope` parameter's invariance.
+    let boxed = Box::new(stream);
+    // SAFETY: lifetime-only pointer cast, from a longer to a shorter lifetime.
+    unsafe { *Box::from_raw(Box::into_raw(boxed) as *mut TStream<'s, T>) }
+}
+
+/// Builds a node's timely operators on one worker, from its input streams.
+/// Its arguments are the worker's build context, the input streams and the node's name.
+pub(crate) type Builder = Arc<
+    dyn for<'s> Fn(&mut BuildCtx<'s>, &[&ErasedStream], &str) -> Option<ErasedStream> + Send + Sync,
+>;
+
+/// One node of the job graph.
+#[derive(Clone)]
+pub struct Node {
+    /// The node's stable name, shown in logs and metrics.
+    pub name: String,
+    /// Source, operator or sink.
+    pub kind: NodeKind,
+    /// The nodes whose output this node reads, in input order.
+    pub inputs: Vec<NodeId>,
+    /// How records reach this node from its inputs (`forward`, `hash`, `rebalance`, ...).
+    pub edge: &'static str,
+    pub(crate) builder: Builder,
+}
+
+impl std::fmt::Debug for Node {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Node")
+            .field("name", &self.name)
+            .field("kind", &self.kind)
+            .field("inputs", &self.inputs)
+            .field("edge", &self.edge)
+            .finish()
+    }
+}
+
+/// A job graph: nodes in topological order.
+#[derive(Debug, Clone, Default)]
+pub struct Plan {
+    /// The nodes; a node's inputs always have smaller ids.
+    pub nodes: Vec<Node>,
+}
+
+impl Plan {
+    /// Adds a node and returns its id.
+    pub(crate) fn add(&mut self, node: Node) -> NodeId {
+        debug_assert!(node.inputs.iter().all(|&i| i < self.nodes.len()));
+        self.nodes.push(node);
+        self.nodes.len() - 1
+    }
+
+    /// A one-line-per-node description of the graph, for logs and `--explain`.
+    pub fn describe(&self) -> String {
+        let mut out = String::new();
+        for (id, node) in self.nodes.iter().enumerate() {
+            let inputs: Vec<String> = node.inputs.iter().map(|i| format!("#{i}")).collect();
+            out.push_str(&format!(
+                "#{id} {:?} {} <- [{}] ({})\n",
+                node.kind,
+                node.name,
+                inputs.join(", "),
+                node.edge
+            ));
+        }
+        out
+    }
+}

@@ -1,0 +1,255 @@
+//! `DataStream`: the typed handle of a stream in a job being described.
+
+use std::cell::RefCell;
+use std::hash::Hash;
+use std::marker::PhantomData;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use spate_types::{Data, Sink};
+use timely::container::CapacityContainerBuilder;
+use timely::dataflow::channels::pact::{Exchange, Pipeline};
+use timely::dataflow::operators::vec::Broadcast;
+use timely::dataflow::operators::{Concatenate, Operator};
+
+use crate::execute::BuildCtx;
+use crate::keyed::KeyedStream;
+use crate::connected::ConnectedStreams;
+use crate::plan::{ErasedStream, Node, NodeId, NodeKind, Plan, TStream};
+
+/// A stream of records of type `T` in a job being described.
+///
+/// Operations add nodes to the job's plan and return new handles; nothing runs until
+/// [`crate::StreamEnv::execute`]. A handle can be used many times (the stream fans out).
+pub struct DataStream<T> {
+    pub(crate) plan: Rc<RefCell<Plan>>,
+    pub(crate) node: NodeId,
+    _type: PhantomData<fn() -> T>,
+}
+
+impl<T> Clone for DataStream<T> {
+    fn clone(&self) -> Self {
+        DataStream { plan: Rc::clone(&self.plan), node: self.node, _type: PhantomData }
+    }
+}
+
+/// Adds a node whose builder is `build` and returns its id.
+pub(crate) fn add_node(
+    plan: &Rc<RefCell<Plan>>,
+    op: &str,
+    kind: NodeKind,
+    inputs: Vec<NodeId>,
+    edge: &'static str,
+    builder: crate::plan::Builder,
+) -> NodeId {
+    let mut plan = plan.borrow_mut();
+    let name = format!("{op}-{}", plan.nodes.len());
+    plan.add(Node { name, kind, inputs, edge, builder })
+}
+
+impl<T: Data> DataStream<T> {
+    pub(crate) fn from_node(plan: Rc<RefCell<Plan>>, node: NodeId) -> Self {
+        DataStream { plan, node, _type: PhantomData }
+    }
+
+    /// Adds a one-input operator node reading this stream.
+    pub(crate) fn unary_node<R: Data, F>(&self, op: &str, edge: &'static str, build: F) -> DataStream<R>
+    where
+        F: for<'s> Fn(&mut BuildCtx<'s>, TStream<'s, T>, &str) -> TStream<'s, R> + Send + Sync + 'static,
+    {
+        let builder: crate::plan::Builder = Arc::new(move |ctx, inputs, name| {
+            let input = inputs[0].get::<T>(ctx.scope);
+            Some(ErasedStream::new(build(ctx, input, name)))
+        });
+        let node = add_node(&self.plan, op, NodeKind::Operator, vec![self.node], edge, builder);
+        DataStream::from_node(Rc::clone(&self.plan), node)
+    }
+
+    /// Names the operator that produces this stream; the name shows in logs and metrics.
+    ///
+    /// Names should be unique within a job: metrics are keyed by them.
+    pub fn name(self, name: &str) -> Self {
+        self.plan.borrow_mut().nodes[self.node].name = name.to_owned();
+        self
+    }
+
+    /// The name of the operator that produces this stream.
+    pub fn operator_name(&self) -> String {
+        self.plan.borrow().nodes[self.node].name.clone()
+    }
+
+    /// Applies `f` to every record.
+    pub fn map<R: Data>(&self, f: impl Fn(T) -> R + Send + Sync + 'static) -> DataStream<R> {
+        let f = Arc::new(f);
+        self.unary_node("map", "forward", move |_ctx, input, name| {
+            let f = Arc::clone(&f);
+            input.unary::<CapacityContainerBuilder<Vec<R>>, _, _, _>(Pipeline, name, move |_, _| {
+                move |input, output| {
+                    input.for_each_stamp(|cap, data| {
+                        let mut session = output.session(&cap);
+                        for batch in data {
+                            session.give_iterator(batch.drain(..).map(|x| f(x)));
+                        }
+                    });
+                }
+            })
+        })
+    }
+
+    /// Keeps the records for which `f` is true.
+    pub fn filter(&self, f: impl Fn(&T) -> bool + Send + Sync + 'static) -> DataStream<T> {
+        let f = Arc::new(f);
+        self.unary_node("filter", "forward", move |_ctx, input, name| {
+            let f = Arc::clone(&f);
+            input.unary::<CapacityContainerBuilder<Vec<T>>, _, _, _>(Pipeline, name, move |_, _| {
+                move |input, output| {
+                    input.for_each_stamp(|cap, data| {
+                        let mut session = output.session(&cap);
+                        for batch in data {
+                            batch.retain(|x| f(x));
+                            if !batch.is_empty() {
+                                session.give_container(batch);
+                            }
+                        }
+                    });
+                }
+            })
+        })
+    }
+
+    /// Replaces every record by the records `f` returns for it (none, one or many).
+    pub fn flat_map<R: Data, I>(&self, f: impl Fn(T) -> I + Send + Sync + 'static) -> DataStream<R>
+    where
+        I: IntoIterator<Item = R>,
+    {
+        let f = Arc::new(f);
+        self.unary_node("flat_map", "forward", move |_ctx, input, name| {
+            let f = Arc::clone(&f);
+            input.unary::<CapacityContainerBuilder<Vec<R>>, _, _, _>(Pipeline, name, move |_, _| {
+                move |input, output| {
+                    input.for_each_stamp(|cap, data| {
+                        let mut session = output.session(&cap);
+                        for batch in data {
+                            for x in batch.drain(..) {
+                                session.give_iterator(f(x).into_iter());
+                            }
+                        }
+                    });
+                }
+            })
+        })
+    }
+
+    /// Calls `f` on every record and passes the records on unchanged.
+    pub fn inspect(&self, f: impl Fn(&T) + Send + Sync + 'static) -> DataStream<T> {
+        let f = Arc::new(f);
+        self.unary_node("inspect", "forward", move |_ctx, input, name| {
+            let f = Arc::clone(&f);
+            input.unary::<CapacityContainerBuilder<Vec<T>>, _, _, _>(Pipeline, name, move |_, _| {
+                move |input, output| {
+                    input.for_each_stamp(|cap, data| {
+                        let mut session = output.session(&cap);
+                        for batch in data {
+                            batch.iter().for_each(|x| f(x));
+                            session.give_container(batch);
+                        }
+                    });
+                }
+            })
+        })
+    }
+
+    /// Partitions the stream by key: records with equal keys meet on one worker, where keyed
+    /// operators keep state per key. Keys hash into key groups (see
+    /// [`spate_types::keygroup`]), and each worker owns a contiguous range of groups.
+    pub fn key_by<K>(&self, key: impl Fn(&T) -> K + Send + Sync + 'static) -> KeyedStream<K, T>
+    where
+        K: Data + Hash + Eq,
+    {
+        KeyedStream::new(self.clone(), Arc::new(key))
+    }
+
+    /// Sends records round-robin to all workers, to even out skew.
+    pub fn rebalance(&self) -> DataStream<T> {
+        self.unary_node("rebalance", "rebalance", move |ctx, input, name| {
+            let mut next = ctx.index() as u64;
+            let pact = Exchange::new(move |_: &T| {
+                next = next.wrapping_add(1);
+                next
+            });
+            input.unary::<CapacityContainerBuilder<Vec<T>>, _, _, _>(pact, name, move |_, _| {
+                move |input, output| {
+                    input.for_each_stamp(|cap, data| {
+                        let mut session = output.session(&cap);
+                        for batch in data {
+                            session.give_container(batch);
+                        }
+                    });
+                }
+            })
+        })
+    }
+
+    /// Sends every record to every worker.
+    pub fn broadcast(&self) -> DataStream<T> {
+        self.unary_node("broadcast", "broadcast", move |_ctx, input, _name| input.broadcast())
+    }
+
+    /// Merges this stream with `others` (of the same type) into one.
+    pub fn union(&self, others: &[DataStream<T>]) -> DataStream<T> {
+        let mut inputs = vec![self.node];
+        inputs.extend(others.iter().map(|o| {
+            assert!(Rc::ptr_eq(&self.plan, &o.plan), "union of streams from different jobs");
+            o.node
+        }));
+        let builder: crate::plan::Builder = Arc::new(move |ctx, inputs, _name| {
+            let streams: Vec<TStream<'_, T>> = inputs.iter().map(|s| s.get::<T>(ctx.scope)).collect();
+            Some(ErasedStream::new(ctx.scope.concatenate(streams)))
+        });
+        let node = add_node(&self.plan, "union", NodeKind::Operator, inputs, "forward", builder);
+        DataStream::from_node(Rc::clone(&self.plan), node)
+    }
+
+    /// Pairs this stream with another of any type, for `co_map` / `co_flat_map`.
+    pub fn connect<U: Data>(&self, other: &DataStream<U>) -> ConnectedStreams<T, U> {
+        assert!(Rc::ptr_eq(&self.plan, &other.plan), "connect of streams from different jobs");
+        ConnectedStreams::new(self.clone(), other.clone())
+    }
+
+    /// Writes the stream to `sink`; each worker writes the records that reach it.
+    pub fn sink_to(&self, sink: impl Sink<T>) -> SinkNode {
+        self.add_sink(Arc::new(sink), false)
+    }
+
+    /// Writes the stream to `sink` from a single worker (global worker 0), like a Flink sink of
+    /// parallelism 1: for outputs that must be one file.
+    pub fn sink_to_single(&self, sink: impl Sink<T>) -> SinkNode {
+        self.add_sink(Arc::new(sink), true)
+    }
+
+    fn add_sink(&self, sink: Arc<dyn Sink<T>>, single: bool) -> SinkNode {
+        let op = format!("sink:{}", sink.name());
+        let builder: crate::plan::Builder = Arc::new(move |ctx, inputs, name| {
+            let input = inputs[0].get::<T>(ctx.scope);
+            ctx.add_sink(name, input, &sink, single);
+            None
+        });
+        let edge = if single { "global" } else { "forward" };
+        let node = add_node(&self.plan, &op, NodeKind::Sink, vec![self.node], edge, builder);
+        SinkNode { plan: Rc::clone(&self.plan), node }
+    }
+}
+
+/// The handle of a sink in a job being described.
+pub struct SinkNode {
+    plan: Rc<RefCell<Plan>>,
+    node: NodeId,
+}
+
+impl SinkNode {
+    /// Names the sink; the name shows in logs and metrics.
+    pub fn name(self, name: &str) -> Self {
+        self.plan.borrow_mut().nodes[self.node].name = name.to_owned();
+        self
+    }
+}
