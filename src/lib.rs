@@ -1,8 +1,135 @@
 //! Spate: a distributed stream processing engine.
 //!
-//! This facade re-exports the pieces a job author needs; see `README.md` for a tour and
-//! `ARCHITECTURE.md` for how the crates fit together.
+//! This facade is what a job author imports. It re-exports the engine ([`dataflow`]), the
+//! connectors ([`connectors`]) and the shared types ([`types`]), and its [`prelude`] adds
+//! shortcuts in the style of Flink's `StreamExecutionEnvironment` and `DataStream`:
+//!
+//! ```
+//! use spate::prelude::*;
+//!
+//! let env = StreamEnv::new(JobConfig::local(2));
+//! let words = env.from_collection(vec!["a b", "b c", "c"].into_iter().map(String::from).collect());
+//! let counts = words
+//!     .flat_map(|line: String| line.split(' ').map(str::to_owned).collect::<Vec<_>>())
+//!     .key_by(|w: &String| w.clone())
+//!     .count()
+//!     .collect();
+//! env.execute("word count").unwrap();
+//! let mut finals = counts.take();
+//! finals.sort();
+//! assert!(finals.contains(&("c".to_string(), 2)));
+//! ```
+//!
+//! See `README.md` for a tour and `ARCHITECTURE.md` for how the crates fit together.
+
+use std::path::PathBuf;
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
 
 pub use spate_connectors as connectors;
 pub use spate_dataflow as dataflow;
 pub use spate_types as types;
+
+use spate_connectors::{
+    CollectHandle, CollectSink, CollectionSource, CsvSource, FileSink, JsonLinesSource,
+    SocketTextSource, StdinSource, StdoutSink,
+};
+use spate_dataflow::{DataStream, SinkNode, StreamEnv};
+use spate_types::{Data, Value};
+
+/// Everything a job author needs, in one import.
+pub mod prelude {
+    pub use crate::{EnvExt, StreamExt};
+    pub use spate_connectors::{
+        CollectHandle, CollectSink, CollectionSource, CsvSource, DiscardSink, FileSink,
+        JsonLinesSource, RollingPolicy, SensorReading, SensorSource, SequenceSource,
+        SingleFileSink, SocketTextSource, StdinSource, StdoutSink,
+    };
+    pub use spate_dataflow::{
+        ConnectedKeyedStreams, ConnectedStreams, DataStream, JobConfig, JobResult, KeyedStream,
+        SinkNode, StreamEnv,
+    };
+    pub use spate_types::{BadRecordPolicy, Data, DeadLetter, SpateError, SpateResult, Value};
+}
+
+/// Source shortcuts on [`StreamEnv`].
+pub trait EnvExt {
+    /// A bounded stream of `items` (item `i` is read by worker `i % workers`).
+    fn from_collection<T: Data>(&self, items: Vec<T>) -> DataStream<T>;
+    /// Records of type `T` from a JSON-lines file or directory (bad lines fail the job).
+    fn read_jsonl<T: Data + DeserializeOwned>(&self, path: impl Into<PathBuf>) -> DataStream<T>;
+    /// Dynamic records from a JSON-lines file or directory.
+    fn read_json_values(&self, path: impl Into<PathBuf>) -> DataStream<Value>;
+    /// Records of type `T` from a CSV file or directory with a header row.
+    fn read_csv<T: Data + DeserializeOwned>(&self, path: impl Into<PathBuf>) -> DataStream<T>;
+    /// Text lines from a TCP server (Flink's `socketTextStream`).
+    fn socket_text(&self, host: &str, port: u16) -> DataStream<String>;
+    /// Text lines from standard input.
+    fn stdin_lines(&self) -> DataStream<String>;
+}
+
+impl EnvExt for StreamEnv {
+    fn from_collection<T: Data>(&self, items: Vec<T>) -> DataStream<T> {
+        self.from_source(CollectionSource::new(items))
+    }
+    fn read_jsonl<T: Data + DeserializeOwned>(&self, path: impl Into<PathBuf>) -> DataStream<T> {
+        self.from_source(JsonLinesSource::<T>::new(path))
+    }
+    fn read_json_values(&self, path: impl Into<PathBuf>) -> DataStream<Value> {
+        self.from_source(JsonLinesSource::<Value>::new(path))
+    }
+    fn read_csv<T: Data + DeserializeOwned>(&self, path: impl Into<PathBuf>) -> DataStream<T> {
+        self.from_source(CsvSource::<T>::new(path))
+    }
+    fn socket_text(&self, host: &str, port: u16) -> DataStream<String> {
+        self.from_source(SocketTextSource::new(host, port))
+    }
+    fn stdin_lines(&self) -> DataStream<String> {
+        self.from_source(StdinSource::new())
+    }
+}
+
+/// Sink shortcuts on [`DataStream`].
+pub trait StreamExt<T> {
+    /// Prints every record as a JSON line on stdout.
+    fn print(&self) -> SinkNode
+    where
+        T: Serialize;
+    /// Collects every record in memory, for tests (records of this process's workers).
+    fn collect(&self) -> CollectHandle<T>;
+    /// Writes rolling JSON-lines part files into `dir` (Flink's `FileSink` defaults).
+    fn write_jsonl(&self, dir: impl Into<PathBuf>) -> SinkNode
+    where
+        T: Serialize;
+    /// Writes rolling CSV part files into `dir`.
+    fn write_csv(&self, dir: impl Into<PathBuf>) -> SinkNode
+    where
+        T: Serialize;
+}
+
+impl<T: Data> StreamExt<T> for DataStream<T> {
+    fn print(&self) -> SinkNode
+    where
+        T: Serialize,
+    {
+        self.sink_to(StdoutSink::new())
+    }
+    fn collect(&self) -> CollectHandle<T> {
+        let (sink, handle) = CollectSink::new();
+        self.sink_to(sink);
+        handle
+    }
+    fn write_jsonl(&self, dir: impl Into<PathBuf>) -> SinkNode
+    where
+        T: Serialize,
+    {
+        self.sink_to(FileSink::json_lines(dir))
+    }
+    fn write_csv(&self, dir: impl Into<PathBuf>) -> SinkNode
+    where
+        T: Serialize,
+    {
+        self.sink_to(FileSink::csv(dir))
+    }
+}

@@ -1,1 +1,67 @@
-fn main() {}
+//! `spate`: run, benchmark and generate Nexmark jobs; launch and supervise local processes.
+//!
+//! ```text
+//! spate nexmark gen --events N [--seed S] [--rate R] --out FILE
+//! spate nexmark run --query q0 [--events N | --input FILE] [--workers W] [--processes P]
+//! spate bench nexmark [--queries q0,q1,q2,q3] [--events N | --input FILE] [--workers W]
+//! spate bench backpressure [--sink-rate R] [--seconds S]
+//! ```
+//!
+//! Errors are one line on stderr and a non-zero exit code; a closed stdout pipe is a clean exit.
+
+mod bench;
+mod nexmark;
+mod util;
+
+use clap::{Parser, Subcommand};
+
+/// Spate: a distributed stream processing engine.
+#[derive(Debug, Parser)]
+#[command(name = "spate", version, about, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Nexmark: generate events or run a query.
+    #[command(subcommand)]
+    Nexmark(nexmark::NexmarkCommand),
+    /// Benchmarks with machine-readable results, one JSON line each.
+    #[command(subcommand)]
+    Bench(bench::BenchCommand),
+}
+
+fn main() {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            if matches!(
+                e.kind(),
+                ErrorKind::DisplayHelp | ErrorKind::DisplayVersion | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+            ) {
+                let _ = e.print();
+                std::process::exit(0);
+            }
+            // One line that names the problem, instead of clap's multi-line usage block.
+            let text = e.to_string();
+            let first = text.lines().next().unwrap_or("invalid arguments").trim_start_matches("error: ");
+            eprintln!("error: {first} (see `spate --help`)");
+            std::process::exit(2);
+        }
+    };
+    util::init_logging();
+    let result = match cli.command {
+        Command::Nexmark(cmd) => nexmark::run(cmd),
+        Command::Bench(cmd) => bench::run(cmd),
+    };
+    if let Err(e) = result {
+        if util::is_broken_pipe(&e) {
+            std::process::exit(0);
+        }
+        eprintln!("error: {e:#}");
+        std::process::exit(1);
+    }
+}

@@ -1,1 +1,1210 @@
-//! (being written)
+//! The JSON-lines form of Nexmark events: a byte-exact writer and a fast, strict parser.
+//!
+//! The form is the nested one of the Nexmark suite for Flink (its JSON / Kafka schema), one
+//! event per line, with exactly one of `person`, `auction`, `bid` non-null:
+//!
+//! ```text
+//! {"event_type":2,"person":null,"auction":null,"bid":{"auction":1000,"bidder":2001,"price":1102,"channel":"Google","url":"https://…","dateTime":"2024-01-01 00:00:00.000","extra":"…"}}
+//! ```
+//!
+//! Timestamps are UTC strings `YYYY-MM-DD HH:MM:SS.mmm`. [`write_event`] writes exactly the
+//! bytes of `shared/anchors/nexmark_gen.py` for generated events (and escapes `"`, `\` and
+//! control characters in any string, so it always writes valid JSON).
+//!
+//! # Parsing
+//!
+//! [`parse_event`] is a hand-written parser for this schema, not a generic JSON parser
+//! followed by a conversion, so it is fast on the generator's layout, yet it reads any valid
+//! JSON of the same shape: keys in any order, any whitespace, escapes in strings (decoded),
+//! and unknown keys (skipped, but still checked to be valid JSON). Its rules:
+//!
+//! * `event_type` is required and must be 0, 1 or 2 and match the one non-null object;
+//!   an absent `person`, `auction` or `bid` counts as `null`;
+//! * every field of the non-null object is required and must have its type (an integer, or
+//!   a string), except `extra`, which is empty when absent (the payload is padding);
+//! * `dateTime` and `expires` are `YYYY-MM-DD HH:MM:SS[.f…]` strings (see
+//!   [`parse_timestamp`]), or integers taken as epoch milliseconds;
+//! * integers must fit in an `i64` and have no fraction or exponent;
+//! * a key given twice keeps its last value, as `serde_json` does.
+//!
+//! Bad input gives an `Err` with a one-line reason (never a panic), for example
+//! `missing field `bid.price``, `wrong type for field `bid.price`: expected an integer, found
+//! a string` or `malformed JSON at byte 17: expected ':', found '}'`.
+//! [`event_from_json_value`] is the slow reference for the same rules, on a
+//! `serde_json::Value`.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use crate::model::{Auction, Bid, Event, Person};
+
+// ------------------------------------------------------------------------------- writing
+
+const DIGIT_PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
+2021222324252627282930313233343536373839\
+4041424344454647484950515253545556575859\
+6061626364656667686970717273747576777879\
+8081828384858687888990919293949596979899";
+
+/// Appends the decimal form of `v`.
+#[inline]
+fn write_u64(mut v: u64, out: &mut Vec<u8>) {
+    let mut buf = [0u8; 20];
+    let mut pos = buf.len();
+    while v >= 100 {
+        let d = (v % 100) as usize * 2;
+        v /= 100;
+        pos -= 2;
+        buf[pos..pos + 2].copy_from_slice(&DIGIT_PAIRS[d..d + 2]);
+    }
+    if v >= 10 {
+        let d = v as usize * 2;
+        pos -= 2;
+        buf[pos..pos + 2].copy_from_slice(&DIGIT_PAIRS[d..d + 2]);
+    } else {
+        pos -= 1;
+        buf[pos] = b'0' + v as u8;
+    }
+    out.extend_from_slice(&buf[pos..]);
+}
+
+/// Appends the decimal form of `v` (with a `-` when negative).
+#[inline]
+fn write_i64(v: i64, out: &mut Vec<u8>) {
+    if v < 0 {
+        out.push(b'-');
+    }
+    write_u64(v.unsigned_abs(), out);
+}
+
+#[inline(always)]
+fn write_2(v: u32, out: &mut Vec<u8>) {
+    let d = v as usize * 2;
+    out.extend_from_slice(&DIGIT_PAIRS[d..d + 2]);
+}
+
+/// Appends a JSON string (with its quotes), escaping `"`, `\` and control characters.
+#[inline]
+fn write_str(s: &str, out: &mut Vec<u8>) {
+    out.push(b'"');
+    let b = s.as_bytes();
+    if !b.iter().any(|&c| c < 0x20) {
+        let mut last = 0;
+        for pos in memchr::memchr2_iter(b'"', b'\\', b) {
+            out.extend_from_slice(&b[last..pos]);
+            out.push(b'\\');
+            out.push(b[pos]);
+            last = pos + 1;
+        }
+        out.extend_from_slice(&b[last..]);
+    } else {
+        write_str_slow(b, out);
+    }
+    out.push(b'"');
+}
+
+#[cold]
+fn write_str_slow(b: &[u8], out: &mut Vec<u8>) {
+    for &c in b {
+        match c {
+            b'"' => out.extend_from_slice(b"\\\""),
+            b'\\' => out.extend_from_slice(b"\\\\"),
+            b'\n' => out.extend_from_slice(b"\\n"),
+            b'\r' => out.extend_from_slice(b"\\r"),
+            b'\t' => out.extend_from_slice(b"\\t"),
+            0x08 => out.extend_from_slice(b"\\b"),
+            0x0c => out.extend_from_slice(b"\\f"),
+            c if c < 0x20 => {
+                const HEX: &[u8; 16] = b"0123456789abcdef";
+                out.extend_from_slice(b"\\u00");
+                out.push(HEX[usize::from(c >> 4)]);
+                out.push(HEX[usize::from(c & 15)]);
+            }
+            c => out.push(c),
+        }
+    }
+}
+
+#[inline]
+fn write_ts(ms: i64, out: &mut Vec<u8>) {
+    out.push(b'"');
+    format_timestamp(ms, out);
+    out.push(b'"');
+}
+
+/// The civil date `(year, month, day)` of a day number (days since 1970-01-01).
+///
+/// Howard Hinnant's `civil_from_days`, valid over the whole `i64` millisecond range.
+fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097); // [0, 146096]
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365; // [0, 399]
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100); // [0, 365]
+    let mp = (5 * doy + 2) / 153; // [0, 11], from March
+    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}
+
+/// The day number (days since 1970-01-01) of a civil date; `month` in 1..=12.
+fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
+    let y = year - i64::from(month <= 2);
+    let era = y.div_euclid(400);
+    let yoe = y.rem_euclid(400);
+    let m = i64::from(month);
+    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + i64::from(day) - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+fn days_in_month(year: i64, month: u32) -> u32 {
+    match month {
+        2 if (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    }
+}
+
+/// Appends `ms` (epoch milliseconds) as the UTC timestamp `YYYY-MM-DD HH:MM:SS.mmm`.
+///
+/// Years outside 0..=9999 are written as Python's `%04d` would (`-001`, `10000`).
+#[inline]
+pub fn format_timestamp(ms: i64, out: &mut Vec<u8>) {
+    let days = ms.div_euclid(86_400_000);
+    let in_day = ms.rem_euclid(86_400_000) as u32;
+    let (year, month, day) = civil_from_days(days);
+    if (0..=9999).contains(&year) {
+        let y = year as u32;
+        write_2(y / 100, out);
+        write_2(y % 100, out);
+    } else {
+        out.extend_from_slice(format!("{year:04}").as_bytes());
+    }
+    out.push(b'-');
+    write_2(month, out);
+    out.push(b'-');
+    write_2(day, out);
+    out.push(b' ');
+    let secs = in_day / 1000;
+    write_2(secs / 3600, out);
+    out.push(b':');
+    write_2(secs / 60 % 60, out);
+    out.push(b':');
+    write_2(secs % 60, out);
+    out.push(b'.');
+    let milli = in_day % 1000;
+    out.push(b'0' + (milli / 100) as u8);
+    write_2(milli % 100, out);
+}
+
+/// `ms` (epoch milliseconds) as the UTC timestamp `YYYY-MM-DD HH:MM:SS.mmm`.
+pub fn format_timestamp_string(ms: i64) -> String {
+    let mut out = Vec::with_capacity(23);
+    format_timestamp(ms, &mut out);
+    String::from_utf8(out).expect("a formatted timestamp is ASCII")
+}
+
+fn write_person_body(p: &Person, out: &mut Vec<u8>) {
+    out.extend_from_slice(b"{\"id\":");
+    write_i64(p.id, out);
+    out.extend_from_slice(b",\"name\":");
+    write_str(&p.name, out);
+    out.extend_from_slice(b",\"emailAddress\":");
+    write_str(&p.email_address, out);
+    out.extend_from_slice(b",\"creditCard\":");
+    write_str(&p.credit_card, out);
+    out.extend_from_slice(b",\"city\":");
+    write_str(&p.city, out);
+    out.extend_from_slice(b",\"state\":");
+    write_str(&p.state, out);
+    out.extend_from_slice(b",\"dateTime\":");
+    write_ts(p.date_time, out);
+    out.extend_from_slice(b",\"extra\":");
+    write_str(&p.extra, out);
+    out.push(b'}');
+}
+
+fn write_auction_body(a: &Auction, out: &mut Vec<u8>) {
+    out.extend_from_slice(b"{\"id\":");
+    write_i64(a.id, out);
+    out.extend_from_slice(b",\"itemName\":");
+    write_str(&a.item_name, out);
+    out.extend_from_slice(b",\"description\":");
+    write_str(&a.description, out);
+    out.extend_from_slice(b",\"initialBid\":");
+    write_i64(a.initial_bid, out);
+    out.extend_from_slice(b",\"reserve\":");
+    write_i64(a.reserve, out);
+    out.extend_from_slice(b",\"dateTime\":");
+    write_ts(a.date_time, out);
+    out.extend_from_slice(b",\"expires\":");
+    write_ts(a.expires, out);
+    out.extend_from_slice(b",\"seller\":");
+    write_i64(a.seller, out);
+    out.extend_from_slice(b",\"category\":");
+    write_i64(a.category, out);
+    out.extend_from_slice(b",\"extra\":");
+    write_str(&a.extra, out);
+    out.push(b'}');
+}
+
+#[inline]
+fn write_bid_body(b: &Bid, out: &mut Vec<u8>) {
+    out.extend_from_slice(b"{\"auction\":");
+    write_i64(b.auction, out);
+    out.extend_from_slice(b",\"bidder\":");
+    write_i64(b.bidder, out);
+    out.extend_from_slice(b",\"price\":");
+    write_i64(b.price, out);
+    out.extend_from_slice(b",\"channel\":");
+    write_str(&b.channel, out);
+    out.extend_from_slice(b",\"url\":");
+    write_str(&b.url, out);
+    out.extend_from_slice(b",\"dateTime\":");
+    write_ts(b.date_time, out);
+    out.extend_from_slice(b",\"extra\":");
+    write_str(&b.extra, out);
+    out.push(b'}');
+}
+
+/// Appends `event` as one nested JSON line, with its trailing `\n`.
+///
+/// For generated events the bytes are exactly those of the Python reference generator.
+#[inline]
+pub fn write_event(event: &Event, out: &mut Vec<u8>) {
+    match event {
+        Event::Person(p) => {
+            out.extend_from_slice(b"{\"event_type\":0,\"person\":");
+            write_person_body(p, out);
+            out.extend_from_slice(b",\"auction\":null,\"bid\":null}\n");
+        }
+        Event::Auction(a) => {
+            out.extend_from_slice(b"{\"event_type\":1,\"person\":null,\"auction\":");
+            write_auction_body(a, out);
+            out.extend_from_slice(b",\"bid\":null}\n");
+        }
+        Event::Bid(b) => {
+            out.extend_from_slice(b"{\"event_type\":2,\"person\":null,\"auction\":null,\"bid\":");
+            write_bid_body(b, out);
+            out.extend_from_slice(b"}\n");
+        }
+    }
+}
+
+/// Appends `event` as one flat JSON line (`--flat` of the Python reference): the fields of
+/// the event merged into the top level after `event_type`, with a trailing `\n`.
+pub fn write_event_flat(event: &Event, out: &mut Vec<u8>) {
+    let start = out.len();
+    let kind = event.event_type();
+    match event {
+        Event::Person(p) => write_person_body(p, out),
+        Event::Auction(a) => write_auction_body(a, out),
+        Event::Bid(b) => write_bid_body(b, out),
+    }
+    // Replace the body's `{` by `{"event_type":N,`.
+    let prefix = [
+        b'{', b'"', b'e', b'v', b'e', b'n', b't', b'_', b't', b'y', b'p', b'e', b'"',
+    ];
+    out.splice(
+        start..start + 1,
+        prefix.iter().copied().chain([b':', b'0' + kind, b',']),
+    );
+    out.push(b'\n');
+}
+
+// ------------------------------------------------------------------------------- parsing
+
+type PResult<T> = Result<T, String>;
+
+/// The deepest nesting accepted inside an unknown field's value.
+const MAX_DEPTH: u32 = 100;
+
+/// A short, printable description of a byte for error messages.
+fn describe_byte(c: u8) -> String {
+    if c.is_ascii_graphic() || c == b' ' {
+        format!("'{}'", char::from(c))
+    } else {
+        format!("byte 0x{c:02x}")
+    }
+}
+
+/// A value's text for an error message: quoted, escaped, and cut to a readable length.
+fn quote_for_error(s: &str) -> String {
+    const MAX: usize = 40;
+    match s.char_indices().nth(MAX) {
+        Some((cut, _)) => format!("{:?}…", &s[..cut]),
+        None => format!("{s:?}"),
+    }
+}
+
+fn missing(field: &str) -> String {
+    format!("missing field `{field}`")
+}
+
+fn wrong_type(field: &str, expected: &str, found: &str) -> String {
+    format!("wrong type for field `{field}`: expected {expected}, found {found}")
+}
+
+/// What a JSON value is, from its first byte.
+fn kind_name(first: Option<u8>) -> &'static str {
+    match first {
+        Some(b'"') => "a string",
+        Some(b'{') => "an object",
+        Some(b'[') => "an array",
+        Some(b't' | b'f') => "a boolean",
+        Some(b'n') => "null",
+        Some(b'-' | b'0'..=b'9') => "a number",
+        _ => "malformed JSON",
+    }
+}
+
+struct Parser<'a> {
+    b: &'a [u8],
+    i: usize,
+}
+
+impl<'a> Parser<'a> {
+    #[inline(always)]
+    fn peek(&self) -> Option<u8> {
+        self.b.get(self.i).copied()
+    }
+
+    #[inline(always)]
+    fn ws(&mut self) {
+        while let Some(&c) = self.b.get(self.i) {
+            if c == b' ' || c == b'\n' || c == b'\t' || c == b'\r' {
+                self.i += 1;
+            } else {
+                break;
+            }
+        }
+    }
+
+    #[cold]
+    fn expected(&self, what: &str) -> String {
+        match self.peek() {
+            None => format!("malformed JSON: the line ends where {what} was expected"),
+            Some(c) => {
+                format!(
+                    "malformed JSON at byte {}: expected {what}, found {}",
+                    self.i,
+                    describe_byte(c)
+                )
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn eat(&mut self, c: u8, what: &str) -> PResult<()> {
+        if self.peek() == Some(c) {
+            self.i += 1;
+            Ok(())
+        } else {
+            Err(self.expected(what))
+        }
+    }
+
+    /// Parses an object, calling `field` with the parser positioned on each value.
+    #[inline(always)]
+    fn object<F>(&mut self, mut field: F) -> PResult<()>
+    where
+        F: FnMut(&mut Self, &str) -> PResult<()>,
+    {
+        self.eat(b'{', "'{'")?;
+        self.ws();
+        if self.peek() == Some(b'}') {
+            self.i += 1;
+            return Ok(());
+        }
+        loop {
+            if self.peek() != Some(b'"') {
+                return Err(self.expected("a key string"));
+            }
+            let key = self.string()?;
+            self.ws();
+            self.eat(b':', "':'")?;
+            self.ws();
+            field(self, &key)?;
+            self.ws();
+            match self.peek() {
+                Some(b',') => {
+                    self.i += 1;
+                    self.ws();
+                }
+                Some(b'}') => {
+                    self.i += 1;
+                    return Ok(());
+                }
+                _ => return Err(self.expected("',' or '}'")),
+            }
+        }
+    }
+
+    /// Parses a string (at its opening quote), decoding escapes.
+    #[inline]
+    fn string(&mut self) -> PResult<Cow<'a, str>> {
+        debug_assert_eq!(self.peek(), Some(b'"'));
+        let start = self.i + 1;
+        let rest = &self.b[start..];
+        match memchr::memchr2(b'"', b'\\', rest) {
+            Some(len) if rest[len] == b'"' => {
+                let raw = &rest[..len];
+                if raw.iter().any(|&c| c < 0x20) {
+                    return Err(self.control_char(start, raw));
+                }
+                let s = std::str::from_utf8(raw).map_err(|e| {
+                    format!(
+                        "invalid UTF-8 in a string at byte {}",
+                        start + e.valid_up_to()
+                    )
+                })?;
+                self.i = start + len + 1;
+                Ok(Cow::Borrowed(s))
+            }
+            Some(_) => self.string_escaped(start).map(Cow::Owned),
+            None => Err(format!(
+                "malformed JSON: unterminated string starting at byte {}",
+                self.i
+            )),
+        }
+    }
+
+    #[cold]
+    fn control_char(&self, start: usize, raw: &[u8]) -> String {
+        let at = start + raw.iter().position(|&c| c < 0x20).unwrap_or(0);
+        format!("malformed JSON at byte {at}: unescaped control character in a string")
+    }
+
+    /// The slow path of [`Self::string`]: a string with escapes, decoded.
+    fn string_escaped(&mut self, start: usize) -> PResult<String> {
+        let mut out = String::new();
+        let mut i = start;
+        loop {
+            let rest = &self.b[i..];
+            let Some(len) = memchr::memchr2(b'"', b'\\', rest) else {
+                return Err(format!(
+                    "malformed JSON: unterminated string starting at byte {}",
+                    start - 1
+                ));
+            };
+            let raw = &rest[..len];
+            if raw.iter().any(|&c| c < 0x20) {
+                return Err(self.control_char(i, raw));
+            }
+            // Escapes are ASCII, so the runs between them are whole UTF-8 sequences.
+            out.push_str(std::str::from_utf8(raw).map_err(|e| {
+                format!("invalid UTF-8 in a string at byte {}", i + e.valid_up_to())
+            })?);
+            i += len;
+            if self.b[i] == b'"' {
+                self.i = i + 1;
+                return Ok(out);
+            }
+            // A backslash.
+            let esc = self.b.get(i + 1).copied();
+            i += 2;
+            match esc {
+                Some(b'"') => out.push('"'),
+                Some(b'\\') => out.push('\\'),
+                Some(b'/') => out.push('/'),
+                Some(b'b') => out.push('\u{8}'),
+                Some(b'f') => out.push('\u{c}'),
+                Some(b'n') => out.push('\n'),
+                Some(b'r') => out.push('\r'),
+                Some(b't') => out.push('\t'),
+                Some(b'u') => {
+                    let hi = self.hex4(i)?;
+                    i += 4;
+                    let code = if (0xD800..0xDC00).contains(&hi) {
+                        if self.b.get(i) != Some(&b'\\') || self.b.get(i + 1) != Some(&b'u') {
+                            return Err(format!(
+                                "malformed JSON at byte {i}: lone leading surrogate in a \\u escape"
+                            ));
+                        }
+                        let lo = self.hex4(i + 2)?;
+                        if !(0xDC00..0xE000).contains(&lo) {
+                            return Err(format!(
+                                "malformed JSON at byte {i}: invalid trailing surrogate in a \\u escape"
+                            ));
+                        }
+                        i += 6;
+                        0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00)
+                    } else if (0xDC00..0xE000).contains(&hi) {
+                        return Err(format!(
+                            "malformed JSON at byte {}: lone trailing surrogate in a \\u escape",
+                            i - 6
+                        ));
+                    } else {
+                        hi
+                    };
+                    out.push(char::from_u32(code).expect("a non-surrogate code point is a char"));
+                }
+                Some(c) => {
+                    return Err(format!(
+                        "malformed JSON at byte {}: invalid escape '\\{}' in a string",
+                        i - 2,
+                        char::from(c).escape_default()
+                    ))
+                }
+                None => {
+                    return Err(format!(
+                        "malformed JSON: unterminated string starting at byte {}",
+                        start - 1
+                    ))
+                }
+            }
+        }
+    }
+
+    fn hex4(&self, at: usize) -> PResult<u32> {
+        let digits = self
+            .b
+            .get(at..at + 4)
+            .ok_or_else(|| "malformed JSON: the line ends inside a \\u escape".to_string())?;
+        let mut v = 0u32;
+        for (k, &c) in digits.iter().enumerate() {
+            let d = match c {
+                b'0'..=b'9' => c - b'0',
+                b'a'..=b'f' => c - b'a' + 10,
+                b'A'..=b'F' => c - b'A' + 10,
+                _ => {
+                    return Err(format!(
+                        "malformed JSON at byte {}: expected a hex digit in a \\u escape, found {}",
+                        at + k,
+                        describe_byte(c)
+                    ))
+                }
+            };
+            v = v * 16 + u32::from(d);
+        }
+        Ok(v)
+    }
+
+    /// Scans a JSON number; returns its integer value if it is an integer that fits an i64,
+    /// `Ok(None)` if it is a valid number that is not one (fraction, exponent, too large).
+    #[inline]
+    fn number(&mut self) -> PResult<Option<i64>> {
+        let neg = self.peek() == Some(b'-');
+        if neg {
+            self.i += 1;
+        }
+        let digits_start = self.i;
+        let mut v: u64 = 0;
+        let mut overflow = false;
+        while let Some(c @ b'0'..=b'9') = self.peek() {
+            match v
+                .checked_mul(10)
+                .and_then(|v| v.checked_add(u64::from(c - b'0')))
+            {
+                Some(n) => v = n,
+                None => overflow = true,
+            }
+            self.i += 1;
+        }
+        let n_digits = self.i - digits_start;
+        if n_digits == 0 {
+            return Err(self.expected("a digit"));
+        }
+        if n_digits > 1 && self.b[digits_start] == b'0' {
+            return Err(format!(
+                "malformed JSON at byte {digits_start}: a number with a leading zero"
+            ));
+        }
+        let mut integral = true;
+        if self.peek() == Some(b'.') {
+            self.i += 1;
+            integral = false;
+            self.digits()?;
+        }
+        if matches!(self.peek(), Some(b'e' | b'E')) {
+            self.i += 1;
+            integral = false;
+            if matches!(self.peek(), Some(b'+' | b'-')) {
+                self.i += 1;
+            }
+            self.digits()?;
+        }
+        if !integral || overflow {
+            return Ok(None);
+        }
+        Ok(if neg {
+            if v <= 1 << 63 {
+                Some((v as i64).wrapping_neg())
+            } else {
+                None
+            }
+        } else {
+            i64::try_from(v).ok()
+        })
+    }
+
+    fn digits(&mut self) -> PResult<()> {
+        let start = self.i;
+        while let Some(b'0'..=b'9') = self.peek() {
+            self.i += 1;
+        }
+        if self.i == start {
+            return Err(self.expected("a digit"));
+        }
+        Ok(())
+    }
+
+    /// An integer field.
+    #[inline]
+    fn int(&mut self, field: &str) -> PResult<i64> {
+        match self.peek() {
+            Some(b'-' | b'0'..=b'9') => {
+                let start = self.i;
+                match self.number()? {
+                    Some(v) => Ok(v),
+                    None => Err(format!(
+                        "wrong type for field `{field}`: expected an integer that fits 64 bits, found {}",
+                        String::from_utf8_lossy(&self.b[start..self.i.min(start + 40)])
+                    )),
+                }
+            }
+            other => Err(wrong_type(field, "an integer", kind_name(other))),
+        }
+    }
+
+    /// A string field.
+    #[inline]
+    fn str_field(&mut self, field: &str) -> PResult<Arc<str>> {
+        match self.peek() {
+            Some(b'"') => Ok(Arc::from(self.string()?)),
+            other => Err(wrong_type(field, "a string", kind_name(other))),
+        }
+    }
+
+    /// A timestamp field: a timestamp string, or an integer of epoch milliseconds.
+    #[inline]
+    fn ts_field(&mut self, field: &str) -> PResult<i64> {
+        match self.peek() {
+            Some(b'"') => {
+                let s = self.string()?;
+                parse_ts_bytes(s.as_bytes()).ok_or_else(|| {
+                    format!(
+                        "invalid timestamp in field `{field}`: {} (expected YYYY-MM-DD HH:MM:SS.mmm)",
+                        quote_for_error(&s)
+                    )
+                })
+            }
+            Some(b'-' | b'0'..=b'9') => self.int(field),
+            other => Err(wrong_type(field, "a timestamp string", kind_name(other))),
+        }
+    }
+
+    /// Skips (and checks) any JSON value.
+    fn skip_value(&mut self, depth: u32) -> PResult<()> {
+        if depth > MAX_DEPTH {
+            return Err(format!(
+                "malformed JSON at byte {}: nested deeper than {MAX_DEPTH} levels",
+                self.i
+            ));
+        }
+        match self.peek() {
+            Some(b'"') => self.string().map(drop),
+            Some(b'{') => self.object(|p, _| p.skip_value(depth + 1)),
+            Some(b'[') => {
+                self.i += 1;
+                self.ws();
+                if self.peek() == Some(b']') {
+                    self.i += 1;
+                    return Ok(());
+                }
+                loop {
+                    self.skip_value(depth + 1)?;
+                    self.ws();
+                    match self.peek() {
+                        Some(b',') => {
+                            self.i += 1;
+                            self.ws();
+                        }
+                        Some(b']') => {
+                            self.i += 1;
+                            return Ok(());
+                        }
+                        _ => return Err(self.expected("',' or ']'")),
+                    }
+                }
+            }
+            Some(b't') => self.literal(b"true"),
+            Some(b'f') => self.literal(b"false"),
+            Some(b'n') => self.literal(b"null"),
+            Some(b'-' | b'0'..=b'9') => self.number().map(drop),
+            _ => Err(self.expected("a JSON value")),
+        }
+    }
+
+    fn literal(&mut self, word: &[u8]) -> PResult<()> {
+        if self.b[self.i..].starts_with(word) {
+            self.i += word.len();
+            Ok(())
+        } else {
+            Err(self.expected(&format!("'{}'", String::from_utf8_lossy(word))))
+        }
+    }
+
+    /// `null` (as `None`) or an object parsed by `parse`.
+    #[inline]
+    fn nullable<T>(
+        &mut self,
+        field: &str,
+        parse: impl FnOnce(&mut Self) -> PResult<T>,
+    ) -> PResult<Option<T>> {
+        match self.peek() {
+            Some(b'n') => self.literal(b"null").map(|()| None),
+            Some(b'{') => parse(self).map(Some),
+            other => Err(wrong_type(field, "an object or null", kind_name(other))),
+        }
+    }
+
+    fn person(&mut self) -> PResult<Person> {
+        let (mut id, mut name, mut email, mut card, mut city, mut state, mut dt, mut extra) =
+            (None, None, None, None, None, None, None, None);
+        self.object(|p, key| {
+            match key {
+                "id" => id = Some(p.int("person.id")?),
+                "name" => name = Some(p.str_field("person.name")?),
+                "emailAddress" => email = Some(p.str_field("person.emailAddress")?),
+                "creditCard" => card = Some(p.str_field("person.creditCard")?),
+                "city" => city = Some(p.str_field("person.city")?),
+                "state" => state = Some(p.str_field("person.state")?),
+                "dateTime" => dt = Some(p.ts_field("person.dateTime")?),
+                "extra" => extra = Some(p.str_field("person.extra")?),
+                _ => p.skip_value(1)?,
+            }
+            Ok(())
+        })?;
+        Ok(Person {
+            id: id.ok_or_else(|| missing("person.id"))?,
+            name: name.ok_or_else(|| missing("person.name"))?,
+            email_address: email.ok_or_else(|| missing("person.emailAddress"))?,
+            credit_card: card.ok_or_else(|| missing("person.creditCard"))?,
+            city: city.ok_or_else(|| missing("person.city"))?,
+            state: state.ok_or_else(|| missing("person.state"))?,
+            date_time: dt.ok_or_else(|| missing("person.dateTime"))?,
+            extra: extra.unwrap_or_else(|| Arc::from("")),
+        })
+    }
+
+    fn auction(&mut self) -> PResult<Auction> {
+        let (mut id, mut item, mut desc, mut initial, mut reserve) = (None, None, None, None, None);
+        let (mut dt, mut expires, mut seller, mut category, mut extra) =
+            (None, None, None, None, None);
+        self.object(|p, key| {
+            match key {
+                "id" => id = Some(p.int("auction.id")?),
+                "itemName" => item = Some(p.str_field("auction.itemName")?),
+                "description" => desc = Some(p.str_field("auction.description")?),
+                "initialBid" => initial = Some(p.int("auction.initialBid")?),
+                "reserve" => reserve = Some(p.int("auction.reserve")?),
+                "dateTime" => dt = Some(p.ts_field("auction.dateTime")?),
+                "expires" => expires = Some(p.ts_field("auction.expires")?),
+                "seller" => seller = Some(p.int("auction.seller")?),
+                "category" => category = Some(p.int("auction.category")?),
+                "extra" => extra = Some(p.str_field("auction.extra")?),
+                _ => p.skip_value(1)?,
+            }
+            Ok(())
+        })?;
+        Ok(Auction {
+            id: id.ok_or_else(|| missing("auction.id"))?,
+            item_name: item.ok_or_else(|| missing("auction.itemName"))?,
+            description: desc.ok_or_else(|| missing("auction.description"))?,
+            initial_bid: initial.ok_or_else(|| missing("auction.initialBid"))?,
+            reserve: reserve.ok_or_else(|| missing("auction.reserve"))?,
+            date_time: dt.ok_or_else(|| missing("auction.dateTime"))?,
+            expires: expires.ok_or_else(|| missing("auction.expires"))?,
+            seller: seller.ok_or_else(|| missing("auction.seller"))?,
+            category: category.ok_or_else(|| missing("auction.category"))?,
+            extra: extra.unwrap_or_else(|| Arc::from("")),
+        })
+    }
+
+    fn bid(&mut self) -> PResult<Bid> {
+        let (mut auction, mut bidder, mut price, mut channel, mut url, mut dt, mut extra) =
+            (None, None, None, None, None, None, None);
+        self.object(|p, key| {
+            match key {
+                "auction" => auction = Some(p.int("bid.auction")?),
+                "bidder" => bidder = Some(p.int("bid.bidder")?),
+                "price" => price = Some(p.int("bid.price")?),
+                "channel" => channel = Some(p.str_field("bid.channel")?),
+                "url" => url = Some(p.str_field("bid.url")?),
+                "dateTime" => dt = Some(p.ts_field("bid.dateTime")?),
+                "extra" => extra = Some(p.str_field("bid.extra")?),
+                _ => p.skip_value(1)?,
+            }
+            Ok(())
+        })?;
+        Ok(Bid {
+            auction: auction.ok_or_else(|| missing("bid.auction"))?,
+            bidder: bidder.ok_or_else(|| missing("bid.bidder"))?,
+            price: price.ok_or_else(|| missing("bid.price"))?,
+            channel: channel.ok_or_else(|| missing("bid.channel"))?,
+            url: url.ok_or_else(|| missing("bid.url"))?,
+            date_time: dt.ok_or_else(|| missing("bid.dateTime"))?,
+            extra: extra.unwrap_or_else(|| Arc::from("")),
+        })
+    }
+}
+
+/// The event of an `event_type` and the non-null objects, checked against each other.
+fn assemble(
+    event_type: Option<i64>,
+    person: Option<Person>,
+    auction: Option<Auction>,
+    bid: Option<Bid>,
+) -> PResult<Event> {
+    let event_type = event_type.ok_or_else(|| missing("event_type"))?;
+    let name = |t: i64| match t {
+        0 => "person",
+        1 => "auction",
+        _ => "bid",
+    };
+    if !(0..=2).contains(&event_type) {
+        return Err(format!(
+            "event_type {event_type} is not 0 (person), 1 (auction) or 2 (bid)"
+        ));
+    }
+    let present: Vec<&str> = [
+        person.is_some().then_some("person"),
+        auction.is_some().then_some("auction"),
+        bid.is_some().then_some("bid"),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    if present.len() > 1 {
+        return Err(format!(
+            "more than one event in a line: `{}` are all non-null",
+            present.join("`, `")
+        ));
+    }
+    let event = match (person, auction, bid) {
+        (Some(p), _, _) => Event::Person(p),
+        (_, Some(a), _) => Event::Auction(a),
+        (_, _, Some(b)) => Event::Bid(b),
+        _ => {
+            return Err(format!(
+                "event_type {event_type} ({}) but `{}` is null or absent",
+                name(event_type),
+                name(event_type)
+            ))
+        }
+    };
+    if i64::from(event.event_type()) != event_type {
+        return Err(format!(
+            "event_type {event_type} ({}) but the non-null object is `{}`",
+            name(event_type),
+            name(i64::from(event.event_type()))
+        ));
+    }
+    Ok(event)
+}
+
+/// Parses one nested JSON line (a trailing `\n` or `\r\n` is fine) into an event.
+///
+/// See the [module docs](self) for what it accepts. Never panics; bad input gives an `Err`
+/// with a one-line reason.
+pub fn parse_event(line: &[u8]) -> Result<Event, String> {
+    let mut p = Parser { b: line, i: 0 };
+    p.ws();
+    match p.peek() {
+        None => return Err("empty line".to_string()),
+        Some(b'{') => {}
+        Some(c) => {
+            return Err(format!(
+                "malformed JSON at byte {}: expected a JSON object, found {}",
+                p.i,
+                describe_byte(c)
+            ))
+        }
+    }
+    let (mut event_type, mut person, mut auction, mut bid) = (None, None, None, None);
+    p.object(|p, key| {
+        match key {
+            "event_type" => event_type = Some(p.int("event_type")?),
+            "person" => person = p.nullable("person", Parser::person)?,
+            "auction" => auction = p.nullable("auction", Parser::auction)?,
+            "bid" => bid = p.nullable("bid", Parser::bid)?,
+            _ => p.skip_value(1)?,
+        }
+        Ok(())
+    })?;
+    p.ws();
+    if p.i != line.len() {
+        return Err(format!(
+            "malformed JSON at byte {}: unexpected {} after the object",
+            p.i,
+            describe_byte(line[p.i])
+        ));
+    }
+    assemble(event_type, person, auction, bid)
+}
+
+// ------------------------------------------------------------------------ timestamps in
+
+/// Parses a UTC timestamp `YYYY-MM-DD HH:MM:SS[.f…]` into epoch milliseconds.
+///
+/// Also accepts `T` as the separator, 1 to 9 fraction digits (beyond milliseconds they are
+/// truncated) or none, and a trailing `Z`.
+pub fn parse_timestamp(s: &str) -> Result<i64, String> {
+    parse_ts_bytes(s.as_bytes()).ok_or_else(|| {
+        format!(
+            "invalid timestamp {}: expected YYYY-MM-DD HH:MM:SS.mmm",
+            quote_for_error(s)
+        )
+    })
+}
+
+#[inline]
+fn parse_ts_bytes(b: &[u8]) -> Option<i64> {
+    #[inline(always)]
+    fn num(b: &[u8], at: usize, len: usize) -> Option<u32> {
+        let mut v = 0u32;
+        for &c in b.get(at..at + len)? {
+            if !c.is_ascii_digit() {
+                return None;
+            }
+            v = v * 10 + u32::from(c - b'0');
+        }
+        Some(v)
+    }
+    if b.len() < 19
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || !(b[10] == b' ' || b[10] == b'T')
+        || b[13] != b':'
+        || b[16] != b':'
+    {
+        return None;
+    }
+    let year = i64::from(num(b, 0, 4)?);
+    let month = num(b, 5, 2)?;
+    let day = num(b, 8, 2)?;
+    let hour = num(b, 11, 2)?;
+    let minute = num(b, 14, 2)?;
+    let second = num(b, 17, 2)?;
+    if !(1..=12).contains(&month)
+        || day == 0
+        || day > days_in_month(year, month)
+        || hour > 23
+        || minute > 59
+        || second > 59
+    {
+        return None;
+    }
+    let mut rest = &b[19..];
+    if let Some(stripped) = rest.strip_suffix(b"Z") {
+        rest = stripped;
+    }
+    let mut milli = 0u32;
+    if let Some(frac) = rest.strip_prefix(b".") {
+        if frac.is_empty() || frac.len() > 9 || !frac.iter().all(u8::is_ascii_digit) {
+            return None;
+        }
+        for k in 0..3 {
+            milli = milli * 10 + frac.get(k).map_or(0, |&c| u32::from(c - b'0'));
+        }
+    } else if !rest.is_empty() {
+        return None;
+    }
+    let days = days_from_civil(year, month, day);
+    let secs = i64::from(hour * 3600 + minute * 60 + second);
+    Some(days * 86_400_000 + secs * 1000 + i64::from(milli))
+}
+
+// --------------------------------------------------------------- the reference slow path
+
+/// Converts a parsed JSON value into an event with the same rules as [`parse_event`].
+///
+/// This is the slow reference path (a generic JSON parser, then a conversion); tests check
+/// the fast parser against it.
+pub fn event_from_json_value(v: &serde_json::Value) -> Result<Event, String> {
+    use serde_json::Value as J;
+    fn kind(v: &J) -> &'static str {
+        match v {
+            J::Null => "null",
+            J::Bool(_) => "a boolean",
+            J::Number(_) => "a number",
+            J::String(_) => "a string",
+            J::Array(_) => "an array",
+            J::Object(_) => "an object",
+        }
+    }
+    fn int(o: &serde_json::Map<String, J>, field: &str, key: &str) -> PResult<i64> {
+        match o.get(key) {
+            None => Err(missing(field)),
+            Some(J::Number(n)) => n.as_i64().ok_or_else(|| {
+                format!("wrong type for field `{field}`: expected an integer that fits 64 bits, found {n}")
+            }),
+            Some(v) => Err(wrong_type(field, "an integer", kind(v))),
+        }
+    }
+    fn string(o: &serde_json::Map<String, J>, field: &str, key: &str) -> PResult<Arc<str>> {
+        match o.get(key) {
+            None if key == "extra" => Ok(Arc::from("")),
+            None => Err(missing(field)),
+            Some(J::String(s)) => Ok(Arc::from(s.as_str())),
+            Some(v) => Err(wrong_type(field, "a string", kind(v))),
+        }
+    }
+    fn ts(o: &serde_json::Map<String, J>, field: &str, key: &str) -> PResult<i64> {
+        match o.get(key) {
+            Some(J::String(s)) => parse_ts_bytes(s.as_bytes()).ok_or_else(|| {
+                format!(
+                    "invalid timestamp in field `{field}`: {} (expected YYYY-MM-DD HH:MM:SS.mmm)",
+                    quote_for_error(s)
+                )
+            }),
+            Some(J::Number(_)) | None => int(o, field, key),
+            Some(v) => Err(wrong_type(field, "a timestamp string", kind(v))),
+        }
+    }
+    fn sub<'v>(
+        top: &'v serde_json::Map<String, J>,
+        key: &str,
+    ) -> PResult<Option<&'v serde_json::Map<String, J>>> {
+        match top.get(key) {
+            None | Some(J::Null) => Ok(None),
+            Some(J::Object(o)) => Ok(Some(o)),
+            Some(v) => Err(wrong_type(key, "an object or null", kind(v))),
+        }
+    }
+    let J::Object(top) = v else {
+        return Err(format!("expected a JSON object, found {}", kind(v)));
+    };
+    let event_type = match top.get("event_type") {
+        None => None,
+        Some(_) => Some(int(top, "event_type", "event_type")?),
+    };
+    let person = sub(top, "person")?
+        .map(|o| {
+            Ok::<_, String>(Person {
+                id: int(o, "person.id", "id")?,
+                name: string(o, "person.name", "name")?,
+                email_address: string(o, "person.emailAddress", "emailAddress")?,
+                credit_card: string(o, "person.creditCard", "creditCard")?,
+                city: string(o, "person.city", "city")?,
+                state: string(o, "person.state", "state")?,
+                date_time: ts(o, "person.dateTime", "dateTime")?,
+                extra: string(o, "person.extra", "extra")?,
+            })
+        })
+        .transpose()?;
+    let auction = sub(top, "auction")?
+        .map(|o| {
+            Ok::<_, String>(Auction {
+                id: int(o, "auction.id", "id")?,
+                item_name: string(o, "auction.itemName", "itemName")?,
+                description: string(o, "auction.description", "description")?,
+                initial_bid: int(o, "auction.initialBid", "initialBid")?,
+                reserve: int(o, "auction.reserve", "reserve")?,
+                date_time: ts(o, "auction.dateTime", "dateTime")?,
+                expires: ts(o, "auction.expires", "expires")?,
+                seller: int(o, "auction.seller", "seller")?,
+                category: int(o, "auction.category", "category")?,
+                extra: string(o, "auction.extra", "extra")?,
+            })
+        })
+        .transpose()?;
+    let bid = sub(top, "bid")?
+        .map(|o| {
+            Ok::<_, String>(Bid {
+                auction: int(o, "bid.auction", "auction")?,
+                bidder: int(o, "bid.bidder", "bidder")?,
+                price: int(o, "bid.price", "price")?,
+                channel: string(o, "bid.channel", "channel")?,
+                url: string(o, "bid.url", "url")?,
+                date_time: ts(o, "bid.dateTime", "dateTime")?,
+                extra: string(o, "bid.extra", "extra")?,
+            })
+        })
+        .transpose()?;
+    assemble(event_type, person, auction, bid)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_round_trip() {
+        for ms in [
+            0,
+            1_704_067_200_000,
+            1_704_067_200_999,
+            951_782_400_000,
+            253_402_300_799_999,
+        ] {
+            let s = format_timestamp_string(ms);
+            assert_eq!(parse_timestamp(&s), Ok(ms), "{s}");
+        }
+        assert_eq!(
+            format_timestamp_string(1_704_067_200_000),
+            "2024-01-01 00:00:00.000"
+        );
+        assert_eq!(
+            format_timestamp_string(951_825_661_042),
+            "2000-02-29 12:01:01.042"
+        );
+        assert_eq!(format_timestamp_string(-1), "1969-12-31 23:59:59.999");
+        assert_eq!(
+            parse_timestamp("2024-01-01T00:00:01.5Z"),
+            Ok(1_704_067_201_500)
+        );
+        assert_eq!(
+            parse_timestamp("2024-01-01 00:00:01"),
+            Ok(1_704_067_201_000)
+        );
+        assert_eq!(
+            parse_timestamp("2024-01-01 00:00:01.123456789"),
+            Ok(1_704_067_201_123)
+        );
+        for bad in [
+            "",
+            "2024-01-01",
+            "2023-02-29 00:00:00",
+            "2024-13-01 00:00:00",
+            "2024-01-01 24:00:00",
+            "2024-01-01 00:00:00.",
+            "2024-01-01 00:00:00.1234567890",
+            "2024-01-01 00:00:00x",
+            "+024-01-01 00:00:00",
+        ] {
+            assert!(parse_timestamp(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn every_day_round_trips() {
+        for days in -800_000..800_000 {
+            let (y, m, d) = civil_from_days(days);
+            assert!((1..=12).contains(&m) && d >= 1 && d <= days_in_month(y, m));
+            assert_eq!(days_from_civil(y, m, d), days);
+        }
+    }
+
+    #[test]
+    fn integers() {
+        for v in [0, 1, 9, 10, 99, 100, 12345, -7, i64::MAX, i64::MIN] {
+            let mut out = Vec::new();
+            write_i64(v, &mut out);
+            assert_eq!(out, v.to_string().as_bytes());
+        }
+    }
+
+    #[test]
+    fn escapes_strings() {
+        let mut out = Vec::new();
+        write_str("a\"b\\c\n\u{1}é", &mut out);
+        assert_eq!(out, b"\"a\\\"b\\\\c\\n\\u0001\xc3\xa9\"");
+        let mut p = Parser { b: &out, i: 0 };
+        assert_eq!(p.string().unwrap(), "a\"b\\c\n\u{1}é");
+    }
+}

@@ -1,1 +1,309 @@
-//! (being written)
+//! The Nexmark generator as a Spate source.
+//!
+//! [`NexmarkSource`] spreads the generator's partitions over the workers: worker `i` of `W`
+//! reads the partitions `p` with `p % W == i` ([`SourceContext::my_partitions`]). A reader
+//! with several partitions takes one event from each in turn, in partition order; since
+//! partition `p` of `K` generates the event numbers `p, p+K, ...`, the reader emits its
+//! events in increasing event number, so in increasing event time. What is generated
+//! depends on the [`GeneratorConfig`] only, never on the number of workers.
+//!
+//! An optional wall-clock rate limit (`max_events_per_s`, over the whole job) paces the
+//! readers: each gets the share of its partitions, and follows a fixed schedule from its
+//! first poll (event `k` is due `k / rate` seconds after it). A reader ahead of the schedule
+//! returns [`SourceStatus::Idle`]; one that fell behind (a busy worker) catches up.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use spate_types::{
+    Source, SourceContext, SourceOutput, SourceReader, SourceStatus, SpateError, SpateResult,
+};
+
+use crate::generator::{GeneratorConfig, GeneratorShared, NexmarkGenerator};
+use crate::model::Event;
+
+/// A parallel source of Nexmark events from the deterministic generator.
+#[derive(Debug)]
+pub struct NexmarkSource {
+    config: GeneratorConfig,
+    max_events_per_s: Option<f64>,
+    shared: Arc<GeneratorShared>,
+}
+
+impl NexmarkSource {
+    /// A source generating what `config` describes, paced to at most `max_events_per_s`
+    /// events per second of wall-clock time over the whole job (`None`: as fast as it can).
+    ///
+    /// Builds the generator's shared data (a few milliseconds) once for all readers.
+    pub fn new(config: GeneratorConfig, max_events_per_s: Option<f64>) -> SpateResult<Self> {
+        config.validate()?;
+        if let Some(limit) = max_events_per_s {
+            if !(limit.is_finite() && limit > 0.0) {
+                return Err(SpateError::Config(format!(
+                    "nexmark rate limit {limit}: expected a positive number of events per second"
+                )));
+            }
+        }
+        let shared = GeneratorShared::cached(&config);
+        Ok(NexmarkSource {
+            config,
+            max_events_per_s,
+            shared,
+        })
+    }
+
+    /// What this source generates.
+    pub fn config(&self) -> &GeneratorConfig {
+        &self.config
+    }
+
+    /// The wall-clock rate limit over the whole job, if any.
+    pub fn max_events_per_s(&self) -> Option<f64> {
+        self.max_events_per_s
+    }
+}
+
+impl Source<Event> for NexmarkSource {
+    fn name(&self) -> String {
+        "nexmark-generator".to_string()
+    }
+
+    fn is_bounded(&self) -> bool {
+        self.config.events.is_some()
+    }
+
+    fn create_reader(&self, ctx: &SourceContext) -> SpateResult<Box<dyn SourceReader<Event>>> {
+        let reader = NexmarkReader::new(&self.config, &self.shared, self.max_events_per_s, ctx)?;
+        Ok(Box::new(reader))
+    }
+}
+
+/// One worker's reader of a [`NexmarkSource`]: the generators of its partitions.
+#[derive(Debug)]
+pub struct NexmarkReader {
+    /// The live generators, in partition order.
+    generators: Vec<NexmarkGenerator>,
+    /// The generator that gives the next event.
+    cursor: usize,
+    emitted: u64,
+    total: Option<u64>,
+    /// This reader's share of the rate limit, in events per second.
+    events_per_s: Option<f64>,
+    started: Option<Instant>,
+}
+
+impl NexmarkReader {
+    /// The reader of the worker `ctx` describes.
+    pub fn new(
+        config: &GeneratorConfig,
+        shared: &Arc<GeneratorShared>,
+        max_events_per_s: Option<f64>,
+        ctx: &SourceContext,
+    ) -> SpateResult<Self> {
+        let partitions: Vec<usize> = ctx.my_partitions(config.partitions).collect();
+        let generators = partitions
+            .iter()
+            .map(|&p| NexmarkGenerator::with_shared(config, p, Arc::clone(shared)))
+            .collect::<SpateResult<Vec<_>>>()?;
+        let total = config.events.map(|_| {
+            partitions
+                .iter()
+                .filter_map(|&p| config.events_in_partition(p))
+                .sum()
+        });
+        let share = partitions.len() as f64 / config.partitions as f64;
+        Ok(NexmarkReader {
+            generators,
+            cursor: 0,
+            emitted: 0,
+            total,
+            events_per_s: max_events_per_s.map(|limit| limit * share),
+            started: None,
+        })
+    }
+
+    /// How many events the schedule allows now, if there is a rate limit.
+    fn allowed_now(&mut self) -> Option<u64> {
+        let rate = self.events_per_s?;
+        let now = Instant::now();
+        let started = *self.started.get_or_insert(now);
+        // Event k is due k / rate seconds after the start: event 0 right away.
+        let due = (now.duration_since(started).as_secs_f64() * rate).floor();
+        Some(if due >= u64::MAX as f64 {
+            u64::MAX
+        } else {
+            due as u64 + 1
+        })
+    }
+}
+
+impl SourceReader<Event> for NexmarkReader {
+    fn poll(
+        &mut self,
+        out: &mut SourceOutput<'_, Event>,
+        max_records: usize,
+    ) -> SpateResult<SourceStatus> {
+        if self.generators.is_empty() {
+            return Ok(SourceStatus::Finished);
+        }
+        let mut budget = max_records;
+        if let Some(allowed) = self.allowed_now() {
+            let left = allowed.saturating_sub(self.emitted);
+            if left == 0 {
+                return Ok(SourceStatus::Idle);
+            }
+            budget = budget.min(usize::try_from(left).unwrap_or(usize::MAX));
+        }
+        let mut emitted = 0;
+        if let [generator] = self.generators.as_mut_slice() {
+            while emitted < budget {
+                match generator.next_event() {
+                    Some(event) => {
+                        out.push(event);
+                        emitted += 1;
+                    }
+                    None => {
+                        self.generators.clear();
+                        break;
+                    }
+                }
+            }
+        } else {
+            while emitted < budget && !self.generators.is_empty() {
+                match self.generators[self.cursor].next_event() {
+                    Some(event) => {
+                        out.push(event);
+                        emitted += 1;
+                        self.cursor += 1;
+                    }
+                    None => {
+                        // Exhausted: the others still go on in the same order.
+                        self.generators.remove(self.cursor);
+                    }
+                }
+                if self.cursor >= self.generators.len() {
+                    self.cursor = 0;
+                }
+            }
+        }
+        self.emitted += emitted as u64;
+        // A bounded reader knows when it is done; finish without an extra empty poll.
+        let exhausted = self.generators.is_empty()
+            || (self.generators.iter().all(|g| g.remaining() == Some(0)));
+        if exhausted {
+            self.generators.clear();
+            Ok(SourceStatus::Finished)
+        } else {
+            Ok(SourceStatus::More)
+        }
+    }
+
+    fn progress(&self) -> Option<(u64, u64)> {
+        self.total.map(|total| (self.emitted, total))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn drain(reader: &mut NexmarkReader, max: usize) -> Vec<Event> {
+        let (mut records, mut dead, mut dropped) = (Vec::new(), Vec::new(), 0);
+        loop {
+            let mut out = SourceOutput::new(&mut records, &mut dead, &mut dropped);
+            match reader.poll(&mut out, max).unwrap() {
+                SourceStatus::Finished => return records,
+                SourceStatus::More => {}
+                SourceStatus::Idle => std::thread::yield_now(),
+            }
+        }
+    }
+
+    #[test]
+    fn one_worker_emits_in_event_time_order() {
+        let cfg = GeneratorConfig {
+            events: Some(1001),
+            partitions: 4,
+            ..Default::default()
+        };
+        let source = NexmarkSource::new(cfg.clone(), None).unwrap();
+        assert!(source.is_bounded());
+        assert_eq!(source.name(), "nexmark-generator");
+        let ctx = SourceContext {
+            worker_index: 0,
+            workers: 1,
+        };
+        let mut reader = NexmarkReader::new(&cfg, &source.shared, None, &ctx).unwrap();
+        let events = drain(&mut reader, 64);
+        assert_eq!(events.len(), 1001);
+        assert_eq!(reader.progress(), Some((1001, 1001)));
+        let times: Vec<i64> = events.iter().map(Event::date_time).collect();
+        let want: Vec<i64> = (0..1001).map(|n| cfg.event_time_ms(n)).collect();
+        assert_eq!(times, want);
+    }
+
+    #[test]
+    fn worker_without_partitions_finishes() {
+        let cfg = GeneratorConfig {
+            partitions: 2,
+            ..Default::default()
+        };
+        let source = NexmarkSource::new(cfg, None).unwrap();
+        assert!(!source.is_bounded());
+        let mut reader = source
+            .create_reader(&SourceContext {
+                worker_index: 2,
+                workers: 3,
+            })
+            .unwrap();
+        let (mut records, mut dead, mut dropped) = (Vec::new(), Vec::new(), 0);
+        let mut out = SourceOutput::new(&mut records, &mut dead, &mut dropped);
+        assert_eq!(reader.poll(&mut out, 10).unwrap(), SourceStatus::Finished);
+        assert_eq!(reader.progress(), None);
+    }
+
+    #[test]
+    fn rate_limit_paces_the_reader() {
+        let cfg = GeneratorConfig {
+            events: Some(100),
+            ..Default::default()
+        };
+        let source = NexmarkSource::new(cfg, Some(1000.0)).unwrap();
+        let mut reader = source
+            .create_reader(&SourceContext {
+                worker_index: 0,
+                workers: 1,
+            })
+            .unwrap();
+        let (mut records, mut dead, mut dropped) = (Vec::new(), Vec::new(), 0);
+        let started = Instant::now();
+        let mut out = SourceOutput::new(&mut records, &mut dead, &mut dropped);
+        let first = reader.poll(&mut out, 1000).unwrap();
+        assert_eq!(first, SourceStatus::More);
+        assert!(
+            out.len() < 10,
+            "the first poll is not a burst: {}",
+            out.len()
+        );
+        loop {
+            let mut out = SourceOutput::new(&mut records, &mut dead, &mut dropped);
+            if reader.poll(&mut out, 1000).unwrap() == SourceStatus::Finished {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert_eq!(records.len(), 100);
+        assert!(
+            started.elapsed().as_secs_f64() >= 0.095,
+            "{:?}",
+            started.elapsed()
+        );
+    }
+
+    #[test]
+    fn rejects_bad_rate_limit() {
+        for limit in [0.0, -1.0, f64::INFINITY, f64::NAN] {
+            assert!(NexmarkSource::new(GeneratorConfig::default(), Some(limit)).is_err());
+        }
+    }
+}

@@ -1,0 +1,248 @@
+//! `spate nexmark gen` and `spate nexmark run`.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use clap::{Args, Subcommand};
+use spate_connectors::{DiscardSink, JsonLinesSource, SingleFileSink};
+use spate_dataflow::{DataStream, JobConfig, StreamEnv};
+use spate_nexmark::generator::{GeneratorConfig, NexmarkGenerator};
+use spate_nexmark::model::Event;
+use spate_nexmark::queries::{self, Attach, Query, Row};
+use spate_nexmark::source::NexmarkSource;
+use spate_types::BadRecordPolicy;
+
+use crate::util::{peak_rss_mb, ProgressBar};
+
+/// Nexmark commands.
+#[derive(Debug, Subcommand)]
+pub enum NexmarkCommand {
+    /// Writes generated events as JSON lines (byte-identical to the reference generator).
+    Gen(GenArgs),
+    /// Runs one query over the generator or a JSON-lines file.
+    Run(RunArgs),
+}
+
+/// The generator's settings, shared by `gen` and `run`.
+#[derive(Debug, Clone, Args)]
+pub struct GeneratorArgs {
+    /// Seed of the generator.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Events per second of event time (spacing of the event timestamps).
+    #[arg(long, default_value_t = 10_000.0)]
+    pub event_rate: f64,
+    /// Event time of the first event, epoch milliseconds (default 2024-01-01T00:00:00Z).
+    #[arg(long, default_value_t = 1_704_067_200_000)]
+    pub base_time_ms: i64,
+    /// Bidder ids offset by 1000 as in Apache Beam, instead of 2000 as in nexmark-flink.
+    #[arg(long)]
+    pub beam_bidder: bool,
+}
+
+impl GeneratorArgs {
+    fn config(&self, events: Option<u64>, partitions: usize) -> GeneratorConfig {
+        GeneratorConfig {
+            seed: self.seed,
+            rate: self.event_rate,
+            base_time_ms: self.base_time_ms,
+            events,
+            partitions,
+            beam_bidder: self.beam_bidder,
+        }
+    }
+}
+
+/// `spate nexmark gen`.
+#[derive(Debug, Args)]
+pub struct GenArgs {
+    /// Number of events.
+    #[arg(long)]
+    pub events: u64,
+    /// Output file, or `-` for stdout.
+    #[arg(long)]
+    pub out: PathBuf,
+    #[command(flatten)]
+    pub generator: GeneratorArgs,
+}
+
+/// `spate nexmark run`.
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    /// The query: q0, q1, q2 or q3.
+    #[arg(long)]
+    pub query: Query,
+    /// Generated events (without --input); default 1000000.
+    #[arg(long)]
+    pub events: Option<u64>,
+    /// Wall-clock limit on generated events per second, over the whole job.
+    #[arg(long)]
+    pub rate: Option<f64>,
+    /// Read events from this JSON-lines file or directory instead of the generator.
+    #[arg(long, conflicts_with_all = ["events", "rate"])]
+    pub input: Option<PathBuf>,
+    /// Worker threads per process.
+    #[arg(long, default_value_t = 1)]
+    pub workers: usize,
+    /// Processes (started and supervised on this machine).
+    #[arg(long, default_value_t = 1)]
+    pub processes: usize,
+    /// Write result rows to this file, one JSON array per line; otherwise they are discarded.
+    #[arg(long)]
+    pub output: Option<PathBuf>,
+    /// Generator partitions; the generated data depends on this, never on workers.
+    /// Default: the total number of workers.
+    #[arg(long)]
+    pub partitions: Option<usize>,
+    /// What to do with malformed input lines: fail, drop or dead-letter=PATH.
+    #[arg(long, default_value = "fail")]
+    pub bad_records: BadRecordPolicy,
+    /// Print the summary as one JSON line on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// Never draw a progress bar.
+    #[arg(long)]
+    pub no_progress: bool,
+    /// Records per epoch and worker (flow control granularity).
+    #[arg(long)]
+    pub epoch_records: Option<usize>,
+    #[command(flatten)]
+    pub generator: GeneratorArgs,
+}
+
+/// Runs a `spate nexmark` command.
+pub fn run(cmd: NexmarkCommand) -> Result<()> {
+    match cmd {
+        NexmarkCommand::Gen(args) => generate(&args),
+        NexmarkCommand::Run(args) => run_query(&args),
+    }
+}
+
+fn generate(args: &GenArgs) -> Result<()> {
+    let cfg = args.generator.config(Some(args.events), 1);
+    cfg.validate()?;
+    let mut generator = NexmarkGenerator::new(&cfg, 0)?;
+    let out: Box<dyn Write> = if args.out.as_os_str() == "-" {
+        Box::new(std::io::stdout().lock())
+    } else {
+        let tmp = args.out.with_extension("tmp");
+        let file = std::fs::File::create(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
+        Box::new(file)
+    };
+    let mut out = std::io::BufWriter::with_capacity(1 << 20, out);
+    let mut buf = Vec::with_capacity(1 << 20);
+    let mut events = Vec::with_capacity(4096);
+    loop {
+        events.clear();
+        if generator.fill(&mut events, 4096) == 0 {
+            break;
+        }
+        buf.clear();
+        for e in &events {
+            spate_nexmark::json::write_event(e, &mut buf);
+        }
+        out.write_all(&buf)?;
+    }
+    out.flush()?;
+    drop(out);
+    if args.out.as_os_str() != "-" {
+        let tmp = args.out.with_extension("tmp");
+        std::fs::rename(&tmp, &args.out).with_context(|| format!("cannot write {}", args.out.display()))?;
+    }
+    Ok(())
+}
+
+/// Attaches the query output: a single JSON-lines file, or a discarding sink.
+struct Output {
+    path: Option<PathBuf>,
+}
+
+impl Attach for Output {
+    fn attach<R: Row>(&self, rows: DataStream<R>) {
+        match &self.path {
+            Some(path) => {
+                let encoder = Arc::new(|row: &R, out: &mut Vec<u8>| {
+                    row.write_json(out);
+                    out.push(b'\n');
+                });
+                rows.sink_to_single(SingleFileSink::with_encoder(path.clone(), encoder)).name("output");
+            }
+            None => {
+                rows.sink_to(DiscardSink::new()).name("output");
+            }
+        }
+    }
+}
+
+fn run_query(args: &RunArgs) -> Result<()> {
+    let mut config = JobConfig::local(args.workers).with_processes(args.processes);
+    if let Some(n) = args.epoch_records {
+        config.epoch_max_records = n;
+    }
+    let env = StreamEnv::new(config);
+    let total_workers = args.workers * args.processes;
+    let (events, unit): (DataStream<Event>, &str) = match &args.input {
+        Some(path) => {
+            let decoder = Arc::new(|line: &[u8]| spate_nexmark::json::parse_event(line));
+            let source = JsonLinesSource::with_decoder(path.clone(), decoder).policy(args.bad_records.clone());
+            (env.from_source(source).name("events"), "bytes")
+        }
+        None => {
+            let events = args.events.unwrap_or(1_000_000);
+            let partitions = args.partitions.unwrap_or(total_workers);
+            let cfg = args.generator.config(Some(events), partitions);
+            cfg.validate()?;
+            (env.from_source(NexmarkSource::new(cfg, args.rate)?).name("events"), "events")
+        }
+    };
+    queries::build(args.query, &events, &Output { path: args.output.clone() });
+
+    let bar = ProgressBar::start(env.progress(), unit, !args.no_progress && !args.json);
+    let result = env.execute(&format!("nexmark-{}", args.query))?;
+    drop(bar);
+    if !result.is_reporter() {
+        return Ok(());
+    }
+    let events = result.totals.get("events.numRecordsOut").copied().unwrap_or(0);
+    let dropped = result.total_of(".numRecordsDropped");
+    let dead = result.total_of(".numRecordsDeadLettered");
+    let rows = result.metrics.get("output.numRecordsIn").copied().unwrap_or(0);
+    let secs = result.elapsed.as_secs_f64();
+    let eps = events as f64 / secs.max(1e-9);
+    let rss = peak_rss_mb();
+    if args.json {
+        let line = serde_json::json!({
+            "bench": "nexmark",
+            "query": args.query.to_string(),
+            "source": if args.input.is_some() { "jsonl" } else { "generator" },
+            "events": events,
+            "workers": args.workers,
+            "processes": args.processes,
+            "wall_s": (secs * 1000.0).round() / 1000.0,
+            "events_per_s": eps.round(),
+            "events_per_s_per_worker": (eps / total_workers as f64).round(),
+            "rows": rows,
+            "dropped": dropped,
+            "dead_lettered": dead,
+            "peak_rss_mb": rss.map(|r| (r * 10.0).round() / 10.0),
+        });
+        println!("{line}");
+    } else {
+        eprintln!(
+            "{}: {events} events in {secs:.3} s = {:.2} M events/s ({:.2} M/s per worker), {rows} rows, peak RSS {}",
+            args.query,
+            eps / 1e6,
+            eps / 1e6 / total_workers as f64,
+            rss.map_or("n/a".to_string(), |r| format!("{r:.0} MiB")),
+        );
+        if dropped > 0 {
+            eprintln!("dropped {dropped} malformed input records");
+        }
+        if dead > 0 {
+            eprintln!("wrote {dead} malformed input records to the dead-letter file");
+        }
+    }
+    Ok(())
+}

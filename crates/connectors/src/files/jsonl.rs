@@ -1,0 +1,684 @@
+//! The JSON-lines file source: one record per line, read in parallel byte-range splits.
+//!
+//! # Splits
+//!
+//! Every input file is cut into byte ranges of about [`JsonLinesSource::split_size`] bytes, and
+//! the splits of all files are numbered in file-name order; worker `w` of `n` reads the splits
+//! whose number `i` has `i % n == w`. A split `[start, end)` owns exactly the lines that *start*
+//! in it, which is the standard Hadoop/Flink line splitting:
+//!
+//! * a split with `start > 0` begins after the first newline at or after `start` (the line it
+//!   cuts into belongs to the previous split);
+//! * it reads every line that starts at or before `end`, so its last line ends at the first
+//!   newline at or after `end` (or at the end of the file).
+//!
+//! So each line is read by exactly one split, whatever the split size, even a split size of one
+//! byte or a line longer than many splits.
+//!
+//! # Speed
+//!
+//! A reader reads large blocks (2 MiB by default) straight into one reusable buffer, finds
+//! newlines with `memchr`, and hands the decoder a slice of that buffer: no allocation and no
+//! copy per line. A line that crosses a block boundary is moved to the front of the buffer
+//! (which grows if one line is larger than the buffer).
+//!
+//! # Line numbers
+//!
+//! Bad records are reported with their exact 1-based line number within their file, also in
+//! splits that start mid-file. A split only knows the lines it read itself, so the number of
+//! lines before it is counted (with a vectorized `memchr` count) when the first bad record of
+//! that split needs it; readers with no bad record never pay for it, and a reader continues the
+//! count from the end of its previous split of the same file, so each reader counts each file at
+//! most once.
+//!
+//! # Lines that are skipped or rejected
+//!
+//! A trailing `\r` is stripped (CRLF files). An empty or whitespace-only line is skipped
+//! silently, under every policy: it holds no record, and files often end with one, so
+//! failing on it would only make jobs brittle (it still counts for line numbers). Any line the
+//! decoder rejects (invalid UTF-8, malformed JSON, a wrong type, a missing field) is a bad
+//! record and follows the [`BadRecordPolicy`].
+//!
+//! The input files must not change while the job reads them.
+
+use std::fs::File;
+use std::io::{self, Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::de::DeserializeOwned;
+use spate_types::{
+    BadRecordPolicy, Source, SourceContext, SourceOutput, SourceReader, SourceStatus, SpateError,
+    SpateResult,
+};
+
+use super::discover::{io_error, list_input_files, InputFile};
+use crate::bad::{handle_bad_record, is_blank, strip_cr};
+
+/// The default size of a split: 64 MiB, like Flink's and Hadoop's default block size.
+pub const DEFAULT_SPLIT_SIZE: u64 = 64 << 20;
+
+/// The default size of each read from a file: 2 MiB.
+pub const DEFAULT_BLOCK_SIZE: usize = 2 << 20;
+
+/// How far past its end a split reads at first for its last line; a longer line doubles the
+/// read each time.
+const LOOKAHEAD: u64 = 4 << 10;
+
+/// A line decoder: turns the bytes of one line (without its line ending) into a record, or
+/// says in one line why it cannot.
+pub type LineDecoder<T> = Arc<dyn Fn(&[u8]) -> Result<T, String> + Send + Sync>;
+
+/// Decodes one line as JSON into `T` with `serde_json`: the decoder of [`JsonLinesSource::new`].
+///
+/// The reason of an error is one line, such as `invalid UTF-8: ...` or
+/// `missing field `price` at column 23`.
+pub fn decode_json_line<T: DeserializeOwned>(line: &[u8]) -> Result<T, String> {
+    let text = std::str::from_utf8(line).map_err(|e| format!("invalid UTF-8: {e}"))?;
+    serde_json::from_str(text).map_err(|e| json_reason(&e))
+}
+
+/// A `serde_json` error without its "at line 1" (the line is always 1 within one line).
+fn json_reason(err: &serde_json::Error) -> String {
+    let msg = err.to_string();
+    match msg.rfind(" at line ") {
+        Some(at) if err.line() > 0 => format!("{} at column {}", &msg[..at], err.column()),
+        _ => msg,
+    }
+}
+
+/// A source that reads JSON lines from a file or from all visible files of a directory.
+///
+/// A directory is read as all its regular files, sorted by name, skipping names that start
+/// with `.` or `_` (hidden, in-progress and marker files such as `_SUCCESS`); subdirectories
+/// are not read. See the [module docs](self) for how files are split between workers, and
+/// which lines are skipped.
+///
+/// ```no_run
+/// # use spate_connectors::files::JsonLinesSource;
+/// # use spate_types::BadRecordPolicy;
+/// #[derive(serde::Deserialize)]
+/// struct Bid { auction: u64, price: u64 }
+/// let bids = JsonLinesSource::<Bid>::new("/data/bids").policy(BadRecordPolicy::Drop);
+/// ```
+pub struct JsonLinesSource<T> {
+    path: PathBuf,
+    decoder: LineDecoder<T>,
+    policy: BadRecordPolicy,
+    split_size: u64,
+    block_size: usize,
+}
+
+impl<T: DeserializeOwned + Send + 'static> JsonLinesSource<T> {
+    /// Reads `path` (a file or a directory), decoding each line with `serde_json` into `T`.
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        Self::with_decoder(path, Arc::new(decode_json_line::<T>))
+    }
+}
+
+impl<T> JsonLinesSource<T> {
+    /// Reads `path` (a file or a directory), decoding each line with `decoder` (for example a
+    /// hand-written parser that is faster than `serde_json`).
+    ///
+    /// The decoder gets the bytes of a line without its `\n` or `\r\n`, never an empty or
+    /// whitespace-only line; an `Err(reason)` makes the line a bad record.
+    pub fn with_decoder(path: impl Into<PathBuf>, decoder: LineDecoder<T>) -> Self {
+        JsonLinesSource {
+            path: path.into(),
+            decoder,
+            policy: BadRecordPolicy::default(),
+            split_size: DEFAULT_SPLIT_SIZE,
+            block_size: DEFAULT_BLOCK_SIZE,
+        }
+    }
+
+    /// Sets what happens to lines the decoder rejects (default: fail the job).
+    pub fn policy(mut self, policy: BadRecordPolicy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// Sets the size of the byte-range splits that workers read in parallel (default 64 MiB).
+    /// A size of zero is taken as one byte.
+    pub fn split_size(mut self, bytes: u64) -> Self {
+        self.split_size = bytes.max(1);
+        self
+    }
+
+    /// Sets the size of each read from a file (default 2 MiB). A size of zero is taken as one
+    /// byte; the buffer grows by itself when one line does not fit.
+    pub fn block_size(mut self, bytes: usize) -> Self {
+        self.block_size = bytes.max(1);
+        self
+    }
+
+    /// The file or directory this source reads.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl<T: Send + 'static> Source<T> for JsonLinesSource<T> {
+    fn name(&self) -> String {
+        format!("jsonl:{}", self.path.display())
+    }
+
+    fn is_bounded(&self) -> bool {
+        true
+    }
+
+    fn create_reader(&self, ctx: &SourceContext) -> SpateResult<Box<dyn SourceReader<T>>> {
+        let files = list_input_files(&self.path, "JSON-lines")?;
+        let all = plan_splits(&files, self.split_size);
+        let splits: Vec<Split> = ctx.my_partitions(all.len()).map(|i| all[i]).collect();
+        let total_bytes = splits.iter().map(Split::len).sum();
+        Ok(Box::new(JsonLinesReader {
+            decoder: Arc::clone(&self.decoder),
+            policy: self.policy.clone(),
+            files,
+            splits,
+            next_split: 0,
+            cursor: None,
+            spare_buf: Vec::new(),
+            block_size: self.block_size,
+            index: LineIndex::default(),
+            base_lines: None,
+            done_bytes: 0,
+            total_bytes,
+        }))
+    }
+}
+
+/// A byte range `[start, end)` of one input file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Split {
+    /// The index of the file in the listing.
+    pub file: usize,
+    /// The first byte of the range.
+    pub start: u64,
+    /// One past the last byte of the range.
+    pub end: u64,
+}
+
+impl Split {
+    fn len(&self) -> u64 {
+        self.end - self.start
+    }
+}
+
+/// Cuts every file into splits of `split_size` bytes (the last one of a file may be shorter);
+/// empty files get no split.
+pub(crate) fn plan_splits(files: &[InputFile], split_size: u64) -> Vec<Split> {
+    let size = split_size.max(1);
+    let mut splits = Vec::new();
+    for (file, input) in files.iter().enumerate() {
+        let mut start = 0;
+        while start < input.len {
+            let end = start.saturating_add(size).min(input.len);
+            splits.push(Split { file, start, end });
+            start = end;
+        }
+    }
+    splits
+}
+
+/// Reads the lines of one split out of large blocks.
+struct SplitCursor {
+    file: File,
+    split: Split,
+    buf: Vec<u8>,
+    /// Start of the unread data in `buf`.
+    head: usize,
+    /// End of the valid data in `buf`.
+    len: usize,
+    /// Bytes after `head` known to hold no newline (so a long line is scanned once).
+    scanned: usize,
+    /// The file offset of `buf[head]`.
+    head_pos: u64,
+    /// The file offset where the split's first line starts.
+    begin: u64,
+    /// Lines returned so far.
+    lines: u64,
+    /// Newlines consumed since `begin`.
+    newlines: u64,
+    eof: bool,
+    done: bool,
+}
+
+impl SplitCursor {
+    /// Opens `split` of `path`, skipping to its first line.
+    fn open(path: &Path, split: Split, mut buf: Vec<u8>, block_size: usize) -> io::Result<Self> {
+        let mut file = File::open(path)?;
+        if split.start > 0 {
+            file.seek(SeekFrom::Start(split.start))?;
+        }
+        if buf.len() < block_size {
+            buf.resize(block_size, 0);
+        }
+        let mut cursor = SplitCursor {
+            file,
+            split,
+            buf,
+            head: 0,
+            len: 0,
+            scanned: 0,
+            head_pos: split.start,
+            begin: split.start,
+            lines: 0,
+            newlines: 0,
+            eof: false,
+            done: false,
+        };
+        if split.start > 0 {
+            cursor.skip_partial_line()?;
+        }
+        cursor.begin = cursor.head_pos;
+        Ok(cursor)
+    }
+
+    /// Skips past the first newline at or after the split's start: the line it ends belongs to
+    /// the previous split. If there is no newline before the split's end, no line starts in
+    /// the split, and it is done without reading further (so that tiny splits inside a huge
+    /// line cost only their own bytes).
+    fn skip_partial_line(&mut self) -> io::Result<()> {
+        loop {
+            if let Some(i) = memchr::memchr(b'\n', &self.buf[self.head..self.len]) {
+                self.head += i + 1;
+                self.head_pos += (i + 1) as u64;
+                if self.head_pos > self.split.end {
+                    self.done = true;
+                }
+                return Ok(());
+            }
+            self.head_pos += (self.len - self.head) as u64;
+            self.head = 0;
+            self.len = 0;
+            if self.head_pos >= self.split.end || !self.fill(false)? {
+                self.done = true;
+                return Ok(());
+            }
+        }
+    }
+
+    /// Moves the unread bytes to the front of the buffer (growing it if they fill it) and reads
+    /// more: up to the split's end and, with `beyond_end`, some bytes beyond for its last line
+    /// (at least [`LOOKAHEAD`], and at least as much as is buffered, so a long line is read in
+    /// doubling steps); at most what the buffer holds. Returns `false` at the end of the file.
+    fn fill(&mut self, beyond_end: bool) -> io::Result<bool> {
+        if self.head > 0 {
+            self.buf.copy_within(self.head..self.len, 0);
+            self.len -= self.head;
+            self.head = 0;
+        }
+        if self.len == self.buf.len() {
+            let bigger = (self.buf.len().max(1)).saturating_mul(2);
+            self.buf.resize(bigger, 0);
+        }
+        let read_pos = self.head_pos + self.len as u64;
+        let beyond = if beyond_end {
+            LOOKAHEAD.max(self.len as u64)
+        } else {
+            0
+        };
+        let wanted = self
+            .split
+            .end
+            .saturating_sub(read_pos)
+            .saturating_add(beyond)
+            .max(1);
+        let room = self.buf.len() - self.len;
+        let take = usize::try_from(wanted).map_or(room, |w| w.min(room));
+        loop {
+            match self.file.read(&mut self.buf[self.len..self.len + take]) {
+                Ok(0) => {
+                    self.eof = true;
+                    return Ok(false);
+                }
+                Ok(n) => {
+                    self.len += n;
+                    return Ok(true);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// The next line of the split, without its `\n`, with its 1-based number within the split,
+    /// or `None` when the split is done.
+    #[inline]
+    fn next_line(&mut self) -> io::Result<Option<(u64, &[u8])>> {
+        loop {
+            if self.done {
+                return Ok(None);
+            }
+            if self.head_pos > self.split.end {
+                // This line starts after the split: the next split reads it.
+                self.done = true;
+                return Ok(None);
+            }
+            let from = self.head + self.scanned;
+            if let Some(i) = memchr::memchr(b'\n', &self.buf[from..self.len]) {
+                let start = self.head;
+                let end = from + i;
+                self.head = end + 1;
+                self.head_pos += (end + 1 - start) as u64;
+                self.scanned = 0;
+                self.lines += 1;
+                self.newlines += 1;
+                return Ok(Some((self.lines, &self.buf[start..end])));
+            }
+            if self.eof {
+                self.done = true;
+                if self.head < self.len {
+                    // The last line of the file, without a newline.
+                    let start = self.head;
+                    self.head_pos += (self.len - start) as u64;
+                    self.head = self.len;
+                    self.lines += 1;
+                    return Ok(Some((self.lines, &self.buf[start..self.len])));
+                }
+                return Ok(None);
+            }
+            self.scanned = self.len - self.head;
+            self.fill(true)?;
+        }
+    }
+
+    /// Bytes of the split consumed so far.
+    fn consumed(&self) -> u64 {
+        self.head_pos
+            .saturating_sub(self.split.start)
+            .min(self.split.len())
+    }
+}
+
+/// A known point of one file: `newlines` newlines lie before byte `offset`.
+#[derive(Debug, Default)]
+struct LineIndex {
+    file: usize,
+    offset: u64,
+    newlines: u64,
+}
+
+impl LineIndex {
+    /// The number of newlines in `[0, offset)` of file `file`, counted from the last known
+    /// point of that file when it lies before `offset`.
+    fn newlines_before(
+        &mut self,
+        files: &[InputFile],
+        file: usize,
+        offset: u64,
+    ) -> SpateResult<u64> {
+        let (mut pos, mut count) = if self.file == file && self.offset <= offset {
+            (self.offset, self.newlines)
+        } else {
+            (0, 0)
+        };
+        if pos < offset {
+            let path = &files[file].path;
+            let err = |e| io_error(path, "cannot read the JSON-lines input file", e);
+            let mut handle = File::open(path).map_err(err)?;
+            handle.seek(SeekFrom::Start(pos)).map_err(err)?;
+            let mut buf = vec![0u8; 1 << 20];
+            while pos < offset {
+                let want = usize::try_from(offset - pos)
+                    .unwrap_or(usize::MAX)
+                    .min(buf.len());
+                let n = match handle.read(&mut buf[..want]) {
+                    Ok(0) => {
+                        return Err(SpateError::io(
+                            path,
+                            io::Error::new(
+                                io::ErrorKind::UnexpectedEof,
+                                "the JSON-lines input file shrank while it was read (input files must not change during a job)",
+                            ),
+                        ))
+                    }
+                    Ok(n) => n,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(e) => return Err(err(e)),
+                };
+                count += memchr::memchr_iter(b'\n', &buf[..n]).count() as u64;
+                pos += n as u64;
+            }
+        }
+        *self = LineIndex {
+            file,
+            offset,
+            newlines: count,
+        };
+        Ok(count)
+    }
+}
+
+/// One worker's reader of a [`JsonLinesSource`].
+struct JsonLinesReader<T> {
+    decoder: LineDecoder<T>,
+    policy: BadRecordPolicy,
+    files: Vec<InputFile>,
+    /// This reader's splits, in file and offset order.
+    splits: Vec<Split>,
+    next_split: usize,
+    cursor: Option<SplitCursor>,
+    /// The buffer of the last finished split, reused by the next one.
+    spare_buf: Vec<u8>,
+    block_size: usize,
+    index: LineIndex,
+    /// Lines before the current split's first line, once counted.
+    base_lines: Option<u64>,
+    done_bytes: u64,
+    total_bytes: u64,
+}
+
+impl<T> SourceReader<T> for JsonLinesReader<T> {
+    fn poll(
+        &mut self,
+        out: &mut SourceOutput<'_, T>,
+        max_records: usize,
+    ) -> SpateResult<SourceStatus> {
+        let budget = max_records.max(1);
+        let mut lines = 0usize;
+        let mut produced = false;
+        loop {
+            if lines >= budget {
+                return Ok(SourceStatus::More);
+            }
+            let Some(cursor) = self.cursor.as_mut() else {
+                let Some(&split) = self.splits.get(self.next_split) else {
+                    return Ok(if produced {
+                        SourceStatus::More
+                    } else {
+                        SourceStatus::Finished
+                    });
+                };
+                self.next_split += 1;
+                let path = &self.files[split.file].path;
+                let buf = std::mem::take(&mut self.spare_buf);
+                let cursor = SplitCursor::open(path, split, buf, self.block_size)
+                    .map_err(|e| io_error(path, "cannot read the JSON-lines input file", e))?;
+                self.cursor = Some(cursor);
+                self.base_lines = None;
+                continue;
+            };
+            let (split, begin) = (cursor.split, cursor.begin);
+            let (number, line) = match cursor.next_line() {
+                Ok(Some(line)) => line,
+                Ok(None) => {
+                    if let Some(base) = self.base_lines {
+                        self.index = LineIndex {
+                            file: split.file,
+                            offset: cursor.head_pos,
+                            newlines: base + cursor.newlines,
+                        };
+                    }
+                    self.done_bytes += split.len();
+                    if let Some(done) = self.cursor.take() {
+                        self.spare_buf = done.buf;
+                    }
+                    continue;
+                }
+                Err(e) => {
+                    return Err(io_error(
+                        &self.files[split.file].path,
+                        "cannot read the JSON-lines input file",
+                        e,
+                    ))
+                }
+            };
+            lines += 1;
+            let line = strip_cr(line);
+            if is_blank(line) {
+                continue;
+            }
+            produced = true;
+            match (self.decoder)(line) {
+                Ok(record) => out.push(record),
+                Err(reason) => {
+                    let base = match self.base_lines {
+                        Some(base) => base,
+                        None => {
+                            let base =
+                                self.index.newlines_before(&self.files, split.file, begin)?;
+                            self.base_lines = Some(base);
+                            base
+                        }
+                    };
+                    let origin = &self.files[split.file].display;
+                    handle_bad_record(&self.policy, out, origin, base + number, &reason, line)?;
+                }
+            }
+        }
+    }
+
+    fn progress(&self) -> Option<(u64, u64)> {
+        let current = self.cursor.as_ref().map_or(0, SplitCursor::consumed);
+        Some((self.done_bytes + current, self.total_bytes))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn input(path: &Path) -> Vec<InputFile> {
+        let len = std::fs::metadata(path).unwrap().len();
+        vec![InputFile {
+            path: path.to_path_buf(),
+            display: path.display().to_string(),
+            len,
+        }]
+    }
+
+    /// Every line of every split, as (split, line text).
+    fn read_splits(path: &Path, split_size: u64, block: usize) -> Vec<Vec<Vec<u8>>> {
+        let files = input(path);
+        plan_splits(&files, split_size)
+            .into_iter()
+            .map(|split| {
+                let mut cursor = SplitCursor::open(path, split, Vec::new(), block).unwrap();
+                let mut lines = Vec::new();
+                while let Some((_, line)) = cursor.next_line().unwrap() {
+                    lines.push(line.to_vec());
+                }
+                lines
+            })
+            .collect()
+    }
+
+    #[test]
+    fn plans_splits_per_file() {
+        let files = vec![
+            InputFile {
+                path: "a".into(),
+                display: "a".into(),
+                len: 10,
+            },
+            InputFile {
+                path: "b".into(),
+                display: "b".into(),
+                len: 0,
+            },
+            InputFile {
+                path: "c".into(),
+                display: "c".into(),
+                len: 4,
+            },
+        ];
+        let splits = plan_splits(&files, 4);
+        assert_eq!(
+            splits,
+            vec![
+                Split {
+                    file: 0,
+                    start: 0,
+                    end: 4
+                },
+                Split {
+                    file: 0,
+                    start: 4,
+                    end: 8
+                },
+                Split {
+                    file: 0,
+                    start: 8,
+                    end: 10
+                },
+                Split {
+                    file: 2,
+                    start: 0,
+                    end: 4
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn each_line_is_read_once_at_any_split_size() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.jsonl");
+        let text = "ab\n\ncdef\nghijklmnop\nq\nrs";
+        std::fs::write(&path, text).unwrap();
+        let expected: Vec<Vec<u8>> = text.split('\n').map(|l| l.as_bytes().to_vec()).collect();
+        for split_size in 1..=30 {
+            for block in [1, 2, 3, 7, 64] {
+                let all: Vec<Vec<u8>> = read_splits(&path, split_size, block)
+                    .into_iter()
+                    .flatten()
+                    .collect();
+                assert_eq!(all, expected, "split size {split_size}, block {block}");
+            }
+        }
+    }
+
+    #[test]
+    fn counts_newlines_from_the_last_known_point() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.jsonl");
+        std::fs::write(&path, "a\nb\nc\nd\n").unwrap();
+        let files = input(&path);
+        let mut index = LineIndex::default();
+        assert_eq!(index.newlines_before(&files, 0, 4).unwrap(), 2);
+        assert_eq!(index.newlines_before(&files, 0, 8).unwrap(), 4);
+        assert_eq!(index.newlines_before(&files, 0, 2).unwrap(), 1);
+        assert!(index.newlines_before(&files, 0, 100).is_err());
+    }
+
+    #[test]
+    fn json_reasons_are_short() {
+        #[derive(Debug, serde::Deserialize)]
+        #[allow(dead_code)]
+        struct Rec {
+            id: u64,
+        }
+        let err = decode_json_line::<Rec>(br#"{"id":"x"}"#).unwrap_err();
+        assert!(
+            err.starts_with("invalid type: string \"x\", expected u64 at column"),
+            "{err}"
+        );
+        let err = decode_json_line::<Rec>(b"{}").unwrap_err();
+        assert_eq!(err, "missing field `id` at column 2");
+        let err = decode_json_line::<Rec>(b"{\"id\":\xff}").unwrap_err();
+        assert!(err.starts_with("invalid UTF-8"), "{err}");
+    }
+}

@@ -1,0 +1,17 @@
+//! Data generators: sources that make their records up, deterministically.
+//!
+//! * [`SequenceSource`]: the numbers `start..end`, as fast as possible or at a target rate.
+//! * [`SensorSource`]: the forest-sensor workload ([`SensorReading`]s).
+//! * [`SplitMix64`]: the small seedable random number generator they use.
+
+mod sensor;
+mod sequence;
+mod splitmix;
+mod throttle;
+
+pub use sensor::{
+    SensorReading, SensorSource, DEFAULT_BASE_TIME_MS, DEFAULT_INTERVAL_MS, DEFAULT_SENSORS,
+    SENSORS_PER_AREA,
+};
+pub use sequence::SequenceSource;
+pub use splitmix::SplitMix64;

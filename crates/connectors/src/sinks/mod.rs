@@ -1,0 +1,10 @@
+//! General-purpose sinks: stdout, an in-memory collector for tests, and a discarder for
+//! benchmarks. The file sinks are in [`crate::files`].
+
+mod collect;
+mod discard;
+mod stdout;
+
+pub use collect::{CollectHandle, CollectSink};
+pub use discard::DiscardSink;
+pub use stdout::StdoutSink;

@@ -1,0 +1,354 @@
+//! The JSON-lines source against a naive reader of the same files.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use proptest::prelude::*;
+use spate_connectors::files::{JsonLinesSource, LineDecoder};
+use spate_types::{BadRecordPolicy, Source, SourceContext, SpateError};
+
+use crate::util::{drain, is_subsequence, read_all, read_ok};
+
+/// A naive line: (file name, 1-based line number, text without `\r`).
+type NaiveLine = (String, u64, Vec<u8>);
+
+/// The oracle: split every file on `\n`, number lines from 1, strip one trailing `\r`, skip
+/// blank lines.
+fn naive_lines(files: &[(String, Vec<u8>)]) -> Vec<NaiveLine> {
+    let mut lines = Vec::new();
+    for (name, content) in files {
+        if content.is_empty() {
+            continue;
+        }
+        let body = content.strip_suffix(b"\n").unwrap_or(content);
+        for (i, line) in body.split(|&b| b == b'\n').enumerate() {
+            let line = line.strip_suffix(b"\r").unwrap_or(line);
+            if line.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            lines.push((name.clone(), i as u64 + 1, line.to_vec()));
+        }
+    }
+    lines
+}
+
+fn raw_decoder() -> LineDecoder<Vec<u8>> {
+    Arc::new(|line: &[u8]| Ok(line.to_vec()))
+}
+
+fn rejecting_decoder() -> LineDecoder<Vec<u8>> {
+    Arc::new(|line: &[u8]| Err(format!("rejected a line of {} bytes", line.len())))
+}
+
+fn line_strategy() -> impl Strategy<Value = Vec<u8>> {
+    let byte = prop::sample::select(vec![b'a', b'b', b'{', b'}', b' ', b'\t', b'\r', 0xff, b'7']);
+    prop_oneof![
+        3 => prop::collection::vec(byte.clone(), 0..12),
+        1 => Just(Vec::new()),
+        1 => prop::collection::vec(byte, 100..3000),
+    ]
+}
+
+fn file_strategy() -> impl Strategy<Value = Vec<u8>> {
+    (prop::collection::vec(line_strategy(), 0..40), any::<bool>()).prop_map(|(lines, trailing)| {
+        let mut content = lines.join(&b'\n');
+        if trailing && !lines.is_empty() {
+            content.push(b'\n');
+        }
+        content
+    })
+}
+
+fn write_files(dir: &Path, files: &[(String, Vec<u8>)]) {
+    for (name, content) in files {
+        std::fs::write(dir.join(name), content).unwrap();
+    }
+    // Never read: hidden and marker files.
+    std::fs::write(dir.join(".hidden.jsonl"), "hidden\n").unwrap();
+    std::fs::write(dir.join("_SUCCESS"), "marker\n").unwrap();
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+
+    /// Every line is read exactly once, by splits that keep file order, with its exact line
+    /// number, for any split size, block size and worker count.
+    #[test]
+    fn splitting_reads_every_line_once(
+        contents in prop::collection::vec(file_strategy(), 1..4),
+        split_size in prop_oneof![1u64..64, 1u64..5000],
+        block_size in prop_oneof![1usize..64, Just(1 << 20)],
+        workers in 1usize..6,
+        max_records in 1usize..50,
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let files: Vec<(String, Vec<u8>)> =
+            contents.into_iter().enumerate().map(|(i, c)| (format!("part-{i}.jsonl"), c)).collect();
+        write_files(dir.path(), &files);
+        let expected = naive_lines(&files);
+
+        // Good records: the union is the naive list; each worker's records keep file order.
+        let source = JsonLinesSource::with_decoder(dir.path(), raw_decoder())
+            .split_size(split_size)
+            .block_size(block_size);
+        let all = read_all(&source, workers, max_records);
+        let naive_texts: Vec<Vec<u8>> = expected.iter().map(|(_, _, t)| t.clone()).collect();
+        let mut union = Vec::new();
+        for drained in &all {
+            prop_assert!(drained.error.is_none());
+            prop_assert!(is_subsequence(&drained.records, &naive_texts));
+            union.extend(drained.records.iter().cloned());
+        }
+        let mut sorted_expected = naive_texts.clone();
+        sorted_expected.sort();
+        union.sort();
+        prop_assert_eq!(union, sorted_expected);
+
+        // Every line rejected: one dead letter per line, with its file, exact number and text.
+        let source = JsonLinesSource::with_decoder(dir.path(), rejecting_decoder())
+            .split_size(split_size)
+            .block_size(block_size)
+            .policy(BadRecordPolicy::DeadLetter("/dev/null".into()));
+        let mut letters: Vec<NaiveLine> = Vec::new();
+        let mut total_progress = 0;
+        for drained in read_all(&source, workers, max_records) {
+            prop_assert!(drained.error.is_none());
+            prop_assert!(drained.records.is_empty());
+            for letter in drained.dead {
+                let name = Path::new(&letter.source).file_name().unwrap().to_string_lossy().into_owned();
+                prop_assert!(letter.reason.starts_with("rejected a line of "));
+                letters.push((name, letter.line, letter.raw.into_bytes()));
+            }
+        }
+        let mut expected_letters: Vec<NaiveLine> = expected
+            .iter()
+            .map(|(f, l, t)| (f.clone(), *l, String::from_utf8_lossy(t).into_owned().into_bytes()))
+            .collect();
+        expected_letters.sort();
+        letters.sort();
+        prop_assert_eq!(letters, expected_letters);
+
+        // Progress covers every byte of every split exactly once.
+        for worker_index in 0..workers {
+            let mut reader = source.create_reader(&SourceContext { worker_index, workers }).unwrap();
+            let drained = drain(reader.as_mut(), max_records);
+            prop_assert!(drained.error.is_none());
+            let (done, total) = reader.progress().unwrap();
+            prop_assert_eq!(done, total);
+            total_progress += total;
+        }
+        let bytes: u64 = files.iter().map(|(_, c)| c.len() as u64).sum();
+        prop_assert_eq!(total_progress, bytes);
+    }
+}
+
+/// Under `Fail`, the error names the file and the exact line, whichever split holds it.
+#[test]
+fn fail_names_the_exact_line_in_any_split() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("big.jsonl");
+    let mut content = String::new();
+    for i in 1..=2000u64 {
+        if i == 1777 {
+            content.push_str("{\"id\": oops}\n");
+        } else if i % 10 == 0 {
+            content.push('\n');
+        } else {
+            content.push_str(&format!("{{\"id\":{i}}}\n"));
+        }
+    }
+    std::fs::write(&path, &content).unwrap();
+    #[derive(serde::Deserialize)]
+    struct Rec {
+        #[allow(dead_code)]
+        id: u64,
+    }
+    for (split_size, workers) in [(1 << 20, 1), (100, 3), (997, 4), (7, 5)] {
+        let source = JsonLinesSource::<Rec>::new(&path).split_size(split_size);
+        let errors: Vec<SpateError> = read_all(&source, workers, 64)
+            .into_iter()
+            .filter_map(|d| d.error)
+            .collect();
+        assert_eq!(errors.len(), 1, "split size {split_size}");
+        let msg = errors[0].to_string();
+        let expected = format!(
+            "bad record in {} line 1777: expected value at column 8",
+            path.display()
+        );
+        assert_eq!(msg, expected);
+        assert!(matches!(
+            errors[0],
+            SpateError::BadRecord { line: 1777, .. }
+        ));
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, serde::Deserialize)]
+struct Rec {
+    id: u64,
+    name: String,
+}
+
+/// The file, its good records, and its bad lines (line, reason, raw).
+type Mixed = (
+    std::path::PathBuf,
+    Vec<Rec>,
+    Vec<(u64, &'static str, Vec<u8>)>,
+);
+
+/// Good lines, and one bad line of each kind, with the reason each should give.
+fn mixed_file(dir: &Path) -> Mixed {
+    let huge_name = "x".repeat(3 << 20);
+    let lines: Vec<Vec<u8>> = vec![
+        br#"{"id":1,"name":"a"}"#.to_vec(),
+        br#"{"id":2,"name":"#.to_vec(),
+        b"{\"id\":3,\"name\":\"\xff\"}".to_vec(),
+        br#"{"id":"four","name":"d"}"#.to_vec(),
+        br#"{"id":5}"#.to_vec(),
+        b"".to_vec(),
+        format!(r#"{{"id":7,"name":"{huge_name}"}}"#).into_bytes(),
+        b"{\"id\":8,\"name\":\"h\"}\r".to_vec(),
+        format!(r#"{{"id":9,"name":"{huge_name}""#).into_bytes(),
+        b"   \t".to_vec(),
+        br#"{"id":11,"name":"k"} trailing"#.to_vec(),
+        br#"{"id":12,"name":"l"}"#.to_vec(),
+    ];
+    let path = dir.join("mixed.jsonl");
+    std::fs::write(&path, lines.join(&b'\n')).unwrap();
+    let good = vec![
+        Rec {
+            id: 1,
+            name: "a".into(),
+        },
+        Rec {
+            id: 7,
+            name: huge_name.clone(),
+        },
+        Rec {
+            id: 8,
+            name: "h".into(),
+        },
+        Rec {
+            id: 12,
+            name: "l".into(),
+        },
+    ];
+    let bad = vec![
+        (2, "EOF while parsing a value", lines[1].clone()),
+        (3, "invalid UTF-8", lines[2].clone()),
+        (
+            4,
+            "invalid type: string \"four\", expected u64",
+            lines[3].clone(),
+        ),
+        (5, "missing field `name`", lines[4].clone()),
+        (9, "EOF while parsing an object", lines[8].clone()),
+        (11, "trailing characters", lines[10].clone()),
+    ];
+    (path, good, bad)
+}
+
+#[test]
+fn fail_policy_stops_at_the_first_bad_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, good, _) = mixed_file(dir.path());
+    let drained = read_all(&JsonLinesSource::<Rec>::new(&path), 1, 1000).remove(0);
+    assert_eq!(drained.records, good[..1]);
+    let err = drained.error.expect("a bad record");
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "bad record in {} line 2: EOF while parsing a value at column 15",
+            path.display()
+        )
+    );
+}
+
+#[test]
+fn drop_policy_keeps_good_records_and_counts_bad_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, good, bad) = mixed_file(dir.path());
+    for (split_size, workers) in [(64 << 20, 1), (7, 3), (4096, 4), (1 << 20, 2)] {
+        let source = JsonLinesSource::<Rec>::new(&path)
+            .policy(BadRecordPolicy::Drop)
+            .split_size(split_size);
+        let all = read_all(&source, workers, 2);
+        let mut records: Vec<Rec> = all.iter().flat_map(|d| d.records.iter().cloned()).collect();
+        records.sort_by_key(|r| r.id);
+        assert_eq!(records, good);
+        assert_eq!(all.iter().map(|d| d.dropped).sum::<u64>(), bad.len() as u64);
+        assert!(all.iter().all(|d| d.error.is_none() && d.dead.is_empty()));
+    }
+}
+
+#[test]
+fn dead_letter_policy_routes_each_bad_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, good, bad) = mixed_file(dir.path());
+    for (split_size, workers) in [(64 << 20, 1), (7, 3), (4096, 4), (1 << 20, 2)] {
+        let source = JsonLinesSource::<Rec>::new(&path)
+            .policy(BadRecordPolicy::DeadLetter(dir.path().join("dead.jsonl")))
+            .split_size(split_size);
+        let all = read_all(&source, workers, 3);
+        let mut records: Vec<Rec> = all.iter().flat_map(|d| d.records.iter().cloned()).collect();
+        records.sort_by_key(|r| r.id);
+        assert_eq!(records, good);
+        let mut letters: Vec<_> = all.iter().flat_map(|d| d.dead.iter().cloned()).collect();
+        letters.sort_by_key(|l| l.line);
+        assert_eq!(letters.len(), bad.len());
+        for (letter, (line, reason, raw)) in letters.iter().zip(&bad) {
+            assert_eq!(letter.line, *line);
+            assert_eq!(letter.source, path.display().to_string());
+            assert!(
+                letter.reason.starts_with(reason),
+                "line {line}: {}",
+                letter.reason
+            );
+            assert!(!letter.reason.contains('\n'));
+            assert_eq!(letter.raw, String::from_utf8_lossy(raw));
+        }
+        assert!(all.iter().all(|d| d.error.is_none() && d.dropped == 0));
+    }
+}
+
+#[test]
+fn crlf_and_value_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("v.jsonl");
+    std::fs::write(&path, "{\"a\":1}\r\n\r\n[true,null]\r\n").unwrap();
+    let drained = read_ok(&JsonLinesSource::<spate_types::Value>::new(&path));
+    let texts: Vec<String> = drained.records.iter().map(|v| v.to_string()).collect();
+    assert_eq!(texts, ["{\"a\":1}", "[true,null]"]);
+}
+
+#[test]
+fn missing_path_fails_at_create_reader() {
+    let source = JsonLinesSource::<Rec>::new("/definitely/not/here.jsonl");
+    let err = source
+        .create_reader(&SourceContext {
+            worker_index: 0,
+            workers: 1,
+        })
+        .err()
+        .expect("an error");
+    let msg = err.to_string();
+    assert!(matches!(err, SpateError::Io { .. }));
+    assert!(
+        msg.starts_with("/definitely/not/here.jsonl: cannot read the JSON-lines input"),
+        "{msg}"
+    );
+    assert_eq!(source.name(), "jsonl:/definitely/not/here.jsonl");
+    assert!(source.is_bounded());
+}
+
+#[test]
+fn empty_directory_and_empty_file_finish_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    assert!(read_ok(&JsonLinesSource::<Rec>::new(dir.path()))
+        .records
+        .is_empty());
+    std::fs::write(dir.path().join("empty.jsonl"), "").unwrap();
+    assert!(read_ok(&JsonLinesSource::<Rec>::new(dir.path()))
+        .records
+        .is_empty());
+}

@@ -1,0 +1,10 @@
+//! Integration tests of `spate-connectors`, through the public API only, against oracles.
+
+mod csv;
+mod file_sink;
+mod generators;
+mod jsonl;
+mod single_file;
+mod sinks;
+mod socket;
+mod util;

@@ -1,0 +1,10 @@
+//! Integration tests of spate-nexmark, in one binary.
+//!
+//! * `identity`: byte identity with the Python reference generator, and the shared checksum.
+//! * `partitions`: the data does not depend on how partitions are spread over workers.
+//! * `parse`: round trips and the parser's robustness against malformed input.
+
+mod identity;
+mod parse;
+mod partitions;
+mod util;

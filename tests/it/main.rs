@@ -1,0 +1,6 @@
+//! Integration tests of the engine through the facade: operators against naive
+//! single-threaded evaluation, flow control, and bad input end to end.
+
+mod bad_input;
+mod flow_control;
+mod operators;
