@@ -181,6 +181,7 @@ fn run_query(args: &RunArgs) -> Result<()> {
     if let Some(n) = args.epoch_records {
         config.epoch_max_records = n;
     }
+    config.validate()?;
     let env = StreamEnv::new(config);
     let total_workers = args.workers * args.processes;
     let (events, unit): (DataStream<Event>, &str) = match &args.input {

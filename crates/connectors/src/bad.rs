@@ -114,3 +114,16 @@ mod tests {
         assert!(!is_blank(b" {"));
     }
 }
+
+/// The sink for a source's dead letters under `policy`: one JSON-lines file at the policy's
+/// path, written by global worker 0 (the engine routes every worker's dead letters there).
+pub(crate) fn dead_letter_sink(
+    policy: &BadRecordPolicy,
+) -> Option<std::sync::Arc<dyn spate_types::Sink<DeadLetter>>> {
+    match policy {
+        BadRecordPolicy::DeadLetter(path) => {
+            Some(std::sync::Arc::new(crate::files::SingleFileSink::<DeadLetter>::new(path.clone())))
+        }
+        _ => None,
+    }
+}

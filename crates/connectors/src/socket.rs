@@ -62,6 +62,10 @@ impl Source<String> for SocketTextSource {
         false
     }
 
+    fn dead_letter_sink(&self) -> Option<std::sync::Arc<dyn spate_types::Sink<spate_types::DeadLetter>>> {
+        crate::bad::dead_letter_sink(&self.policy)
+    }
+
     fn create_reader(&self, ctx: &SourceContext) -> SpateResult<Box<dyn SourceReader<String>>> {
         if ctx.worker_index != 0 {
             return Ok(Box::new(FinishedReader));

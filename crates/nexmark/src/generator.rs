@@ -34,6 +34,7 @@
 //! e-mail addresses, credit cards and auction names and descriptions are one allocation each.
 
 use std::fmt::Write as _;
+use std::ops::Range;
 use std::sync::{Arc, Mutex, Weak};
 
 use spate_types::{SpateError, SpateResult};
@@ -92,20 +93,22 @@ impl SplittableRandom {
     /// one above `i32::MAX` as `i32::MAX` (the Python reference would loop forever on it).
     #[inline(always)]
     pub fn next_bounded(&mut self, bound: i64) -> i64 {
-        let bound = bound.clamp(1, i64::from(i32::MAX)) as u64;
-        let r = u64::from(self.next_u32());
+        // All of Java's arithmetic here fits 32 unsigned bits (u < 2^31, m < 2^31), and a
+        // 32-bit division is much cheaper than a 64-bit one for the non-constant bounds.
+        let bound = bound.clamp(1, i64::from(i32::MAX)) as u32;
+        let r = self.next_u32();
         let m = bound - 1;
         if bound & m == 0 {
-            return (r & m) as i64;
+            return i64::from(r & m);
         }
         let mut u = r >> 1;
         loop {
             let r = u % bound;
             // Java: `u + m - r < 0` in int arithmetic, i.e. the sum overflows 31 bits.
             if u + m - r < 0x8000_0000 {
-                return r as i64;
+                return i64::from(r);
             }
-            u = u64::from(self.next_u32()) >> 1;
+            u = self.next_u32() >> 1;
         }
     }
 
@@ -133,7 +136,19 @@ fn mix64(s: u64) -> u64 {
 /// Java's `Math.round(x)` for the values the generator sees: `floor(x + 0.5)`.
 #[inline(always)]
 pub fn java_round(x: f64) -> i64 {
-    (x + 0.5).floor() as i64
+    floor_to_i64(x + 0.5)
+}
+
+/// `floor(x)` as an integer (saturating), without a call into libm: the x86-64 baseline has
+/// no rounding instruction, and `f64::floor` is a function call there.
+#[inline(always)]
+fn floor_to_i64(x: f64) -> i64 {
+    let t = x as i64; // truncates toward zero
+    if (t as f64) > x {
+        t - 1
+    } else {
+        t
+    }
 }
 
 /// `Math.abs(Integer.reverse(i))` with Java's int overflow (`abs(MIN_VALUE) == MIN_VALUE`).
@@ -606,6 +621,9 @@ impl NexmarkGenerator {
 
     #[inline(always)]
     fn bid(&mut self, eid: u64, ts: i64) -> Bid {
+        // The random draws come first, in the reference's order; the work on their results
+        // (the price's `pow`, the copies) comes after, so that the cache misses on a cold
+        // channel and on the extra string overlap with the `pow`.
         let auction = if self.rng.next_bounded(HOT_AUCTION_RATIO_P) > 0 {
             (last_auction_id(eid) / HOT_AUCTION_RATIO) * HOT_AUCTION_RATIO
         } else {
@@ -616,27 +634,29 @@ impl NexmarkGenerator {
         } else {
             self.next_person_id(eid)
         } + self.bidder_offset;
-        let price = self.next_price();
+        let price_draw = self.rng.next_double();
         let (channel, url) = if self.rng.next_bounded(HOT_CHANNELS_RATIO) > 0 {
             let i = self.rng.next_bounded(4) as usize;
-            (
-                self.local.hot_channels[i].clone(),
-                self.local.hot_urls[i].clone(),
-            )
+            (&self.local.hot_channels[i], &self.local.hot_urls[i])
         } else {
-            let (c, u) =
-                &self.shared.channels[self.rng.next_bounded(CHANNELS_NUMBER as i64) as usize];
-            (c.clone(), u.clone())
+            let i = self.rng.next_bounded(CHANNELS_NUMBER as i64) as usize;
+            let (c, u) = &self.shared.channels[i];
+            touch(c);
+            touch(u);
+            (c, u)
         };
-        let extra = self.next_extra(BID_EXTRA_BASE, AVG_BID_BYTES);
+        let extra = extra_range(&mut self.rng, BID_EXTRA_BASE, AVG_BID_BYTES);
+        let extra_bytes = &self.shared.extra_source.as_bytes()[extra.clone()];
+        std::hint::black_box(extra_bytes.first().copied());
+        let price = price_from(price_draw);
         Bid {
             auction,
             bidder,
             price,
-            channel,
-            url,
+            channel: channel.clone(),
+            url: url.clone(),
             date_time: ts,
-            extra,
+            extra: Arc::from(&self.shared.extra_source[extra]),
         }
     }
 
@@ -734,29 +754,54 @@ impl NexmarkGenerator {
 
     #[inline(always)]
     fn next_price(&mut self) -> i64 {
-        // `10.0 ** x` in Python is C's `pow`. `black_box` hides the constant base, so that
-        // LLVM cannot turn `pow(10, x)` into `exp10(x)`, which may round differently.
-        let base = std::hint::black_box(10.0f64);
-        java_round(base.powf(self.rng.next_double() * 6.0) * 100.0)
+        price_from(self.rng.next_double())
     }
 
     #[inline(always)]
     fn next_extra(&mut self, current: usize, desired: usize) -> Arc<str> {
-        if current > desired {
+        let range = extra_range(&mut self.rng, current, desired);
+        if range.is_empty() {
             return self.local.empty.clone();
         }
-        let desired = (desired - current) as i64;
-        let delta = java_round(desired as f64 * 0.2);
-        let size = desired - delta
-            + if delta != 0 {
-                self.rng.next_bounded(2 * delta)
-            } else {
-                0
-            };
-        let source = &self.shared.extra_source;
-        let off = self.rng.next_bounded(source.len() as i64 - size) as usize;
-        Arc::from(&source[off..off + size as usize])
+        Arc::from(&self.shared.extra_source[range])
     }
+}
+
+/// The reference's `next_price` from its uniform draw: `floor(10^(u·6) · 100 + 0.5)`.
+#[inline(always)]
+fn price_from(draw: f64) -> i64 {
+    // `10.0 ** x` in Python is C's `pow`. `black_box` hides the constant base, so that
+    // LLVM cannot turn `pow(10, x)` into `exp10(x)`, which may round differently.
+    let base = std::hint::black_box(10.0f64);
+    java_round(base.powf(draw * 6.0) * 100.0)
+}
+
+/// The reference's `next_extra`: the random slice of the extra source string that pads an
+/// event of `current` bytes to about `desired` (empty, without a draw, if it is already
+/// larger).
+#[inline(always)]
+fn extra_range(rng: &mut SplittableRandom, current: usize, desired: usize) -> Range<usize> {
+    if current > desired {
+        return 0..0;
+    }
+    let desired = (desired - current) as i64;
+    let delta = java_round(desired as f64 * 0.2);
+    let size = desired - delta
+        + if delta != 0 {
+            rng.next_bounded(2 * delta)
+        } else {
+            0
+        };
+    let off = rng.next_bounded(REUSABLE_LEN as i64 - size) as usize;
+    off..off + size as usize
+}
+
+/// Loads the cache lines of an `Arc`'s counts and first bytes with plain loads, so that a
+/// later clone (a locked increment, which stalls the pipeline) finds them in the cache.
+#[inline(always)]
+fn touch(s: &Arc<str>) {
+    std::hint::black_box(Arc::strong_count(s));
+    std::hint::black_box(s.as_bytes().first().copied());
 }
 
 impl Iterator for NexmarkGenerator {
@@ -783,7 +828,11 @@ impl Iterator for NexmarkGenerator {
 fn last_person_id(eid: u64) -> i64 {
     let epoch = eid / TOTAL_PROPORTION;
     let rem = eid % TOTAL_PROPORTION;
-    let off = if rem >= PERSON_PROPORTION { PERSON_PROPORTION - 1 } else { rem };
+    let off = if rem >= PERSON_PROPORTION {
+        PERSON_PROPORTION - 1
+    } else {
+        rem
+    };
     (epoch * PERSON_PROPORTION + off) as i64
 }
 

@@ -201,12 +201,17 @@ struct SellerState {
 /// q3: persons in OR, ID or CA who sell in category 10, joined incrementally on
 /// `auction.seller = person.id` with keyed state.
 pub fn q3(events: &DataStream<Event>) -> DataStream<SellerRow> {
-    let sellers = persons(events)
-        .filter(|p| matches!(&*p.state, "OR" | "ID" | "CA"))
-        .name("q3.persons")
-        .key_by(|p| p.id);
-    let category_10 =
-        auctions(events).filter(|a| a.category == 10).name("q3.auctions").key_by(|a| a.seller);
+    // Select both sides in one pass, so that the fan-out below copies only the few events
+    // that matter instead of every event twice.
+    let relevant = events
+        .filter(|e| match e {
+            Event::Person(p) => matches!(&*p.state, "OR" | "ID" | "CA"),
+            Event::Auction(a) => a.category == 10,
+            Event::Bid(_) => false,
+        })
+        .name("q3.select");
+    let sellers = persons(&relevant).key_by(|p| p.id);
+    let category_10 = auctions(&relevant).key_by(|a| a.seller);
     sellers
         .connect(&category_10)
         .process_with_state(

@@ -96,6 +96,10 @@ impl<T: DeserializeOwned + Send + 'static> Source<T> for CsvSource<T> {
         true
     }
 
+    fn dead_letter_sink(&self) -> Option<std::sync::Arc<dyn spate_types::Sink<spate_types::DeadLetter>>> {
+        crate::bad::dead_letter_sink(&self.policy)
+    }
+
     fn create_reader(&self, ctx: &SourceContext) -> SpateResult<Box<dyn SourceReader<T>>> {
         let all = list_input_files(&self.path, "CSV")?;
         let files: Vec<InputFile> = ctx

@@ -5,8 +5,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde::Serialize;
 
-/// A custom line encoder: appends one record's line to the buffer, *without* the line ending
-/// (the sink adds `\n`).
+/// A custom line encoder: appends one record's line to the buffer. The sink ends the line with
+/// `\n` unless the encoder already did (so both conventions work).
 pub type LineEncoder<T> = Arc<dyn Fn(&T, &mut Vec<u8>) + Send + Sync>;
 
 /// One writer's encoder; stateful, because a CSV part file starts with its own header row.
@@ -161,8 +161,11 @@ struct CustomRows<T>(LineEncoder<T>);
 
 impl<T> RowEncoder<T> for CustomRows<T> {
     fn encode(&mut self, record: &T, out: &mut Vec<u8>) -> Result<(), String> {
+        let start = out.len();
         (self.0)(record, out);
-        out.push(b'\n');
+        if out[start..].last() != Some(&b'\n') {
+            out.push(b'\n');
+        }
         Ok(())
     }
 }
@@ -248,5 +251,18 @@ mod tests {
         let mut out = Vec::new();
         enc.encode(&7, &mut out).unwrap();
         assert_eq!(out, b"7\n");
+        enc.encode(&8, &mut out).unwrap();
+        assert_eq!(out, b"7\n8\n");
+        // An encoder that ends its lines itself gets no second newline.
+        let mut enc = custom_rows::<u32>(Arc::new(|n, out| {
+            out.extend_from_slice(format!("{n}\n").as_bytes())
+        }))();
+        let mut out = b"x\n".to_vec();
+        enc.encode(&7, &mut out).unwrap();
+        assert_eq!(out, b"x\n7\n");
+        // An empty line is still a line.
+        let mut enc = custom_rows::<u32>(Arc::new(|_, _| {}))();
+        enc.encode(&7, &mut out).unwrap();
+        assert_eq!(out, b"x\n7\n\n");
     }
 }

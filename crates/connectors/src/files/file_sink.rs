@@ -13,6 +13,8 @@
 //! directory, so a second run adds parts instead of overwriting the first run's (Flink uses a
 //! fresh prefix per run for the same reason).
 //!
+//! A writer dropped without `close` (a failed job) leaves its in-progress part behind, hidden.
+//!
 //! Parts are finished at once for now (at least once on restart); exactly-once output, where
 //! parts stay pending until a checkpoint completes, comes with checkpoints.
 
@@ -148,8 +150,8 @@ impl<T: Serialize + Send + 'static> FileSink<T> {
 }
 
 impl<T: Send + 'static> FileSink<T> {
-    /// Writes one line per record, produced by `encoder` (which appends the line without its
-    /// `\n`), into part files `part-<worker>-<n>.<extension>` of `dir` (no extension if empty).
+    /// Writes one line per record, produced by `encoder` (which appends the line, with or
+    /// without its `\n`; see [`LineEncoder`]), into part files `part-<worker>-<n>.<extension>` of `dir` (no extension if empty).
     pub fn with_encoder(
         dir: impl Into<PathBuf>,
         extension: impl Into<String>,

@@ -167,6 +167,10 @@ impl<T: Send + 'static> Source<T> for JsonLinesSource<T> {
         true
     }
 
+    fn dead_letter_sink(&self) -> Option<std::sync::Arc<dyn spate_types::Sink<spate_types::DeadLetter>>> {
+        crate::bad::dead_letter_sink(&self.policy)
+    }
+
     fn create_reader(&self, ctx: &SourceContext) -> SpateResult<Box<dyn SourceReader<T>>> {
         let files = list_input_files(&self.path, "JSON-lines")?;
         let all = plan_splits(&files, self.split_size);

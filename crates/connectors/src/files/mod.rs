@@ -11,13 +11,13 @@
 //! with `.` or `_`; sinks write unfinished files under `.`-names, so a job can read another
 //! job's output directory while it is being written and see only finished files.
 
-mod csv;
+pub mod csv;
 mod discover;
 mod encode;
-mod file_sink;
-mod jsonl;
+pub mod file_sink;
+pub mod jsonl;
 mod part;
-mod single_file_sink;
+pub mod single_file_sink;
 
 pub use self::csv::CsvSource;
 pub use encode::LineEncoder;

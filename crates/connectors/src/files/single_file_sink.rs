@@ -34,8 +34,8 @@ impl<T: Serialize + Send + 'static> SingleFileSink<T> {
 }
 
 impl<T: Send + 'static> SingleFileSink<T> {
-    /// Writes one line per record into `path`, produced by `encoder` (which appends the line
-    /// without its `\n`).
+    /// Writes one line per record into `path`, produced by `encoder` (which appends the line,
+    /// with or without its `\n`; see [`LineEncoder`]).
     pub fn with_encoder(path: impl Into<PathBuf>, encoder: LineEncoder<T>) -> Self {
         Self::with_factory(path.into(), custom_rows(encoder))
     }

@@ -4,9 +4,9 @@
 //! * [`SensorSource`]: the forest-sensor workload ([`SensorReading`]s).
 //! * [`SplitMix64`]: the small seedable random number generator they use.
 
-mod sensor;
-mod sequence;
-mod splitmix;
+pub mod sensor;
+pub mod sequence;
+pub mod splitmix;
 mod throttle;
 
 pub use sensor::{

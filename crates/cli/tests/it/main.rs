@@ -1,0 +1,30 @@
+//! End-to-end tests of the `spate` binary, as a user runs it: Nexmark results against Flink's
+//! golden files, equality across workers and processes, bad input and bad flags.
+
+mod cli;
+mod nexmark;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The `spate` binary built for these tests.
+pub fn spate() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_spate"))
+}
+
+/// `shared/` beside the project root.
+pub fn shared() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared")
+}
+
+/// Runs a command and returns its output, failing the test with its stderr if it failed.
+pub fn ok(cmd: &mut Command) -> Output {
+    let out = cmd.output().expect("command starts");
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed: {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    out
+}
