@@ -56,6 +56,7 @@ pub mod prelude {
 /// Source shortcuts on [`StreamEnv`].
 pub trait EnvExt {
     /// A bounded stream of `items` (item `i` is read by worker `i % workers`).
+    #[allow(clippy::wrong_self_convention)] // Flink's name: `fromCollection`.
     fn from_collection<T: Data>(&self, items: Vec<T>) -> DataStream<T>;
     /// Records of type `T` from a JSON-lines file or directory (bad lines fail the job).
     fn read_jsonl<T: Data + DeserializeOwned>(&self, path: impl Into<PathBuf>) -> DataStream<T>;
@@ -63,6 +64,8 @@ pub trait EnvExt {
     fn read_json_values(&self, path: impl Into<PathBuf>) -> DataStream<Value>;
     /// Records of type `T` from a CSV file or directory with a header row.
     fn read_csv<T: Data + DeserializeOwned>(&self, path: impl Into<PathBuf>) -> DataStream<T>;
+    /// The lines of a text file or directory (split and read in parallel; empty lines skipped).
+    fn read_text_lines(&self, path: impl Into<PathBuf>) -> DataStream<String>;
     /// Text lines from a TCP server (Flink's `socketTextStream`).
     fn socket_text(&self, host: &str, port: u16) -> DataStream<String>;
     /// Text lines from standard input.
@@ -81,6 +84,12 @@ impl EnvExt for StreamEnv {
     }
     fn read_csv<T: Data + DeserializeOwned>(&self, path: impl Into<PathBuf>) -> DataStream<T> {
         self.from_source(CsvSource::<T>::new(path))
+    }
+    fn read_text_lines(&self, path: impl Into<PathBuf>) -> DataStream<String> {
+        let decoder = std::sync::Arc::new(|line: &[u8]| {
+            std::str::from_utf8(line).map(str::to_owned).map_err(|e| format!("invalid UTF-8: {e}"))
+        });
+        self.from_source(JsonLinesSource::with_decoder(path, decoder))
     }
     fn socket_text(&self, host: &str, port: u16) -> DataStream<String> {
         self.from_source(SocketTextSource::new(host, port))

@@ -65,6 +65,19 @@ pub(crate) fn is_blank(line: &[u8]) -> bool {
     line.iter().all(u8::is_ascii_whitespace)
 }
 
+/// The sink for a source's dead letters under `policy`: one JSON-lines file at the policy's
+/// path, written by global worker 0 (the engine routes every worker's dead letters there).
+pub(crate) fn dead_letter_sink(
+    policy: &BadRecordPolicy,
+) -> Option<std::sync::Arc<dyn spate_types::Sink<DeadLetter>>> {
+    match policy {
+        BadRecordPolicy::DeadLetter(path) => {
+            Some(std::sync::Arc::new(crate::files::SingleFileSink::<DeadLetter>::new(path.clone())))
+        }
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -112,18 +125,5 @@ mod tests {
         assert!(is_blank(b" \t\r"));
         assert!(is_blank(b""));
         assert!(!is_blank(b" {"));
-    }
-}
-
-/// The sink for a source's dead letters under `policy`: one JSON-lines file at the policy's
-/// path, written by global worker 0 (the engine routes every worker's dead letters there).
-pub(crate) fn dead_letter_sink(
-    policy: &BadRecordPolicy,
-) -> Option<std::sync::Arc<dyn spate_types::Sink<DeadLetter>>> {
-    match policy {
-        BadRecordPolicy::DeadLetter(path) => {
-            Some(std::sync::Arc::new(crate::files::SingleFileSink::<DeadLetter>::new(path.clone())))
-        }
-        _ => None,
     }
 }

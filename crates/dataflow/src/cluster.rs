@@ -108,3 +108,92 @@ fn kill_all(children: &mut [Option<Child>]) {
         let _ = child.wait();
     }
 }
+
+/// How long a process waits for its peers to come up.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Connects this process to every other process of the job: process `i` connects to every
+/// lower index and accepts every higher one, announcing its index first.
+///
+/// Spate does this itself instead of timely's `initialize_networking`, which prints progress
+/// lines to stdout (a job's stdout is its output) and retries only once a second.
+pub(crate) fn connect_peers(
+    addresses: &[String],
+    my_index: usize,
+) -> SpateResult<Vec<Option<std::net::TcpStream>>> {
+    use std::io::{Read, Write};
+    use std::net::TcpStream;
+    use std::time::Instant;
+
+    let listener = TcpListener::bind(&addresses[my_index]).map_err(|e| {
+        SpateError::io_context(format!("process {my_index} cannot listen on {}", addresses[my_index]), e)
+    })?;
+    let deadline = Instant::now() + CONNECT_TIMEOUT;
+    let lower: Vec<String> = addresses[..my_index].to_vec();
+    let connector = std::thread::spawn(move || -> SpateResult<Vec<TcpStream>> {
+        let mut streams = Vec::with_capacity(lower.len());
+        for (index, address) in lower.iter().enumerate() {
+            let stream = loop {
+                match TcpStream::connect(address) {
+                    Ok(stream) => break stream,
+                    Err(e) if Instant::now() >= deadline => {
+                        return Err(SpateError::io_context(
+                            format!("process {my_index} cannot reach process {index} at {address}"),
+                            e,
+                        ))
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(20)),
+                }
+            };
+            let mut stream = stream;
+            let announce = (my_index as u64).to_be_bytes();
+            stream
+                .write_all(&announce)
+                .and_then(|_| stream.set_nodelay(true))
+                .map_err(|e| SpateError::io_context(format!("cannot greet process {index}"), e))?;
+            streams.push(stream);
+        }
+        Ok(streams)
+    });
+
+    let mut higher: Vec<Option<TcpStream>> = (my_index + 1..addresses.len()).map(|_| None).collect();
+    listener
+        .set_nonblocking(true)
+        .map_err(|e| SpateError::io_context("cannot configure the listener", e))?;
+    while higher.iter().any(Option::is_none) {
+        match listener.accept() {
+            Ok((mut stream, _)) => {
+                let accept_err = |e| SpateError::io_context("a peer process failed to greet", e);
+                stream.set_nonblocking(false).map_err(accept_err)?;
+                stream.set_nodelay(true).map_err(accept_err)?;
+                let mut index = [0u8; 8];
+                stream.read_exact(&mut index).map_err(accept_err)?;
+                let index = u64::from_be_bytes(index) as usize;
+                match index.checked_sub(my_index + 1).and_then(|slot| higher.get_mut(slot)) {
+                    Some(slot) if slot.is_none() => *slot = Some(stream),
+                    _ => {
+                        return Err(SpateError::Execution(format!(
+                            "unexpected peer index {index} connected to process {my_index}"
+                        )))
+                    }
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                if Instant::now() >= deadline {
+                    return Err(SpateError::Execution(format!(
+                        "process {my_index} waited {CONNECT_TIMEOUT:?} for its peers to connect"
+                    )));
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Err(e) => return Err(SpateError::io_context("cannot accept a peer process", e)),
+        }
+    }
+    let lower = connector
+        .join()
+        .map_err(|_| SpateError::Internal("the connecting thread panicked".into()))??;
+    let mut sockets: Vec<Option<TcpStream>> = lower.into_iter().map(Some).collect();
+    sockets.push(None);
+    sockets.extend(higher);
+    Ok(sockets)
+}

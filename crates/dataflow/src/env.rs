@@ -180,7 +180,6 @@ impl StreamEnv {
             Some(0) => Role::Leader,
             Some(_) => Role::Follower,
         };
-        let timely_config = timely_config(&config)?;
         let plan = Arc::new(self.plan.borrow().clone());
         if plan.nodes.is_empty() {
             return Err(SpateError::Job("the job has no operators: add a source".into()));
@@ -190,9 +189,41 @@ impl StreamEnv {
         let worker_shared = Arc::clone(&shared);
         let name = job_name.to_owned();
         tracing::info!(job = %name, plan = %plan.describe(), "starting job");
-        let guards = timely::execute(timely_config, move |worker| {
+        let worker_logic = move |worker: &mut timely::worker::Worker| {
             run_worker(worker, &plan, &name, Arc::clone(&worker_shared));
-        })
+        };
+        let guards = match shared.config.process_index {
+            None => {
+                let communication = if shared.config.workers == 1 {
+                    timely::CommunicationConfig::Thread
+                } else {
+                    timely::CommunicationConfig::Process(shared.config.workers)
+                };
+                let config = timely::Config { communication, worker: timely::WorkerConfig::default() };
+                timely::execute(config, worker_logic)
+            }
+            Some(index) => {
+                use timely::communication::allocator::zero_copy::initialize::initialize_networking_from_sockets;
+                use timely::communication::allocator::{AllocatorBuilder, ProcessBuilder};
+                if shared.config.addresses.len() != shared.config.processes {
+                    return Err(SpateError::Config(
+                        "a process of a multi-process job needs the addresses of all processes".into(),
+                    ));
+                }
+                let sockets = cluster::connect_peers(&shared.config.addresses, index)?;
+                let hooks = timely::communication::Hooks::default();
+                let threads = shared.config.workers;
+                let process = ProcessBuilder::new_typed_vector(threads, hooks.refill.clone(), hooks.spill.clone());
+                let (builders, guard) = initialize_networking_from_sockets(process, sockets, index, threads, hooks)
+                    .map_err(|e| SpateError::io_context("cannot start the network between processes", e))?;
+                timely::execute::execute_from(
+                    builders.into_iter().map(AllocatorBuilder::Tcp).collect(),
+                    Box::new(guard),
+                    timely::WorkerConfig::default(),
+                    worker_logic,
+                )
+            }
+        }
         .map_err(|e| SpateError::Execution(format!("cannot start workers: {e}")))?;
         let mut panics = Vec::new();
         for result in guards.join() {
@@ -216,24 +247,4 @@ fn source_short_name(op: &str, node: usize) -> String {
     let rest = op.strip_prefix("source:").unwrap_or(op);
     let kind = rest.split([':', ' ', '/']).next().filter(|s| !s.is_empty()).unwrap_or("source");
     format!("{kind}-{node}")
-}
-
-fn timely_config(config: &JobConfig) -> SpateResult<timely::Config> {
-    let communication = match config.process_index {
-        None if config.workers == 1 => timely::CommunicationConfig::Thread,
-        None => timely::CommunicationConfig::Process(config.workers),
-        Some(process) => timely::CommunicationConfig::Cluster {
-            threads: config.workers,
-            process,
-            addresses: config.addresses.clone(),
-            report: false,
-            zerocopy: false,
-        },
-    };
-    if config.process_index.is_some() && config.addresses.len() != config.processes {
-        return Err(SpateError::Config(
-            "a process of a multi-process job needs the addresses of all processes".into(),
-        ));
-    }
-    Ok(timely::Config { communication, worker: timely::WorkerConfig::default() })
 }

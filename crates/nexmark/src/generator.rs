@@ -405,26 +405,54 @@ fn make_reusable_string(rnd: &mut SplittableRandom, length: usize) -> String {
 /// as `special`, leading and trailing spaces of the new part are stripped.
 #[inline]
 fn next_string_into(rnd: &mut SplittableRandom, max_length: i64, special: u8, out: &mut String) {
-    let n = MIN_STRING_LENGTH + rnd.next_bounded(max_length - MIN_STRING_LENGTH);
-    let start = out.len();
-    for _ in 0..n {
-        let c = if rnd.next_bounded(13) == 0 {
+    const MAX: usize = 128;
+    let n = (MIN_STRING_LENGTH + rnd.next_bounded(max_length - MIN_STRING_LENGTH)) as usize;
+    let mut buf = [0u8; MAX];
+    for slot in buf.iter_mut().take(n.min(MAX)) {
+        *slot = next_char(rnd, special);
+    }
+    for _ in MAX..n {
+        // Longer than any string the generator asks for; kept for completeness.
+        out.push(char::from(next_char(rnd, special)));
+    }
+    let mut part = &buf[..n.min(MAX)];
+    if special == b' ' {
+        while let [b' ', rest @ ..] = part {
+            part = rest;
+        }
+        while let [rest @ .., b' '] = part {
+            part = rest;
+        }
+    }
+    out.push_str(std::str::from_utf8(part).expect("letters and the special character are ASCII"));
+}
+
+/// One character of `nextString`: `special` if `nextInt(13) == 0`, else `'a' + nextInt(26)`.
+///
+/// Both draws are computed up front and the state moves by one or two steps, so there is no
+/// hard-to-predict branch; a draw that Java's rejection loop would redo (about one in 10^8)
+/// takes the exact step-by-step path instead.
+#[inline(always)]
+fn next_char(rnd: &mut SplittableRandom, special: u8) -> u8 {
+    let s1 = rnd.seed.wrapping_add(GOLDEN_GAMMA);
+    let s2 = s1.wrapping_add(GOLDEN_GAMMA);
+    let u1 = SplittableRandom::mix32(s1) >> 1;
+    let u2 = SplittableRandom::mix32(s2) >> 1;
+    let r1 = u1 % 13;
+    let r2 = u2 % 26;
+    if u1 + 12 - r1 >= 0x8000_0000 || u2 + 25 - r2 >= 0x8000_0000 {
+        return if rnd.next_bounded(13) == 0 {
             special
         } else {
             b'a' + rnd.next_bounded(26) as u8
         };
-        out.push(char::from(c));
     }
-    if special == b' ' {
-        let kept = out[start..].trim_matches(' ');
-        let (lead, len) = (
-            kept.as_ptr() as usize - out[start..].as_ptr() as usize,
-            kept.len(),
-        );
-        if lead > 0 {
-            out.drain(start..start + lead);
-        }
-        out.truncate(start + len);
+    let is_special = r1 == 0;
+    rnd.seed = if is_special { s1 } else { s2 };
+    if is_special {
+        special
+    } else {
+        b'a' + r2 as u8
     }
 }
 
@@ -641,13 +669,9 @@ impl NexmarkGenerator {
         } else {
             let i = self.rng.next_bounded(CHANNELS_NUMBER as i64) as usize;
             let (c, u) = &self.shared.channels[i];
-            touch(c);
-            touch(u);
             (c, u)
         };
         let extra = extra_range(&mut self.rng, BID_EXTRA_BASE, AVG_BID_BYTES);
-        let extra_bytes = &self.shared.extra_source.as_bytes()[extra.clone()];
-        std::hint::black_box(extra_bytes.first().copied());
         let price = price_from(price_draw);
         Bid {
             auction,
@@ -794,14 +818,6 @@ fn extra_range(rng: &mut SplittableRandom, current: usize, desired: usize) -> Ra
         };
     let off = rng.next_bounded(REUSABLE_LEN as i64 - size) as usize;
     off..off + size as usize
-}
-
-/// Loads the cache lines of an `Arc`'s counts and first bytes with plain loads, so that a
-/// later clone (a locked increment, which stalls the pipeline) finds them in the cache.
-#[inline(always)]
-fn touch(s: &Arc<str>) {
-    std::hint::black_box(Arc::strong_count(s));
-    std::hint::black_box(s.as_bytes().first().copied());
 }
 
 impl Iterator for NexmarkGenerator {

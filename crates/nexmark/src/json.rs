@@ -86,9 +86,15 @@ fn write_2(v: u32, out: &mut Vec<u8>) {
 /// Appends a JSON string (with its quotes), escaping `"`, `\` and control characters.
 #[inline]
 fn write_str(s: &str, out: &mut Vec<u8>) {
-    out.push(b'"');
     let b = s.as_bytes();
-    if !b.iter().any(|&c| c < 0x20) {
+    // No early exit, so that it vectorizes: strings are short.
+    let (quote, control) = b.iter().fold((false, false), |(q, c), &x| {
+        (q | (x == b'"') | (x == b'\\'), c | (x < 0x20))
+    });
+    out.push(b'"');
+    if !(quote | control) {
+        out.extend_from_slice(b);
+    } else if !control {
         let mut last = 0;
         for pos in memchr::memchr2_iter(b'"', b'\\', b) {
             out.extend_from_slice(&b[last..pos]);
@@ -912,6 +918,14 @@ fn assemble(
 /// See the [module docs](self) for what it accepts. Never panics; bad input gives an `Err`
 /// with a one-line reason.
 pub fn parse_event(line: &[u8]) -> Result<Event, String> {
+    if let Some(event) = fast::parse(line) {
+        return Ok(event);
+    }
+    parse_general(line)
+}
+
+/// The general parser: any layout, and the reason when the line is bad.
+fn parse_general(line: &[u8]) -> Result<Event, String> {
     let mut p = Parser { b: line, i: 0 };
     p.ws();
     match p.peek() {
@@ -945,6 +959,267 @@ pub fn parse_event(line: &[u8]) -> Result<Event, String> {
         ));
     }
     assemble(event_type, person, auction, bid)
+}
+
+// ----------------------------------------------------------------------------- fast path
+
+/// The fast path of [`parse_event`]: the exact layout that [`write_event`] (and the Python
+/// reference) writes. It gives up (`None`) at the first difference, and the general parser
+/// then reads the line from the start, so it never decides whether a line is bad; when it
+/// does return an event, the general parser would return the same one.
+mod fast {
+    use std::cell::RefCell;
+    use std::sync::Arc;
+
+    use super::parse_ts_bytes;
+    use crate::model::{Auction, Bid, Event, Person};
+
+    thread_local! {
+        /// Where strings with escapes are decoded before they become an `Arc<str>`.
+        static SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+    }
+
+    struct Cursor<'a> {
+        b: &'a [u8],
+        i: usize,
+    }
+
+    impl<'a> Cursor<'a> {
+        /// Consumes the literal `s`.
+        #[inline(always)]
+        fn lit(&mut self, s: &[u8]) -> Option<()> {
+            if self.b.get(self.i..self.i + s.len())? == s {
+                self.i += s.len();
+                Some(())
+            } else {
+                None
+            }
+        }
+
+        /// A plain JSON integer of at most 18 digits.
+        #[inline(always)]
+        fn int(&mut self) -> Option<i64> {
+            let b = &self.b[self.i..];
+            let neg = b.first() == Some(&b'-');
+            let start = usize::from(neg);
+            let mut k = start;
+            let mut v: i64 = 0;
+            while let Some(&c @ b'0'..=b'9') = b.get(k) {
+                if k - start == 18 {
+                    return None;
+                }
+                v = v * 10 + i64::from(c - b'0');
+                k += 1;
+            }
+            let digits = k - start;
+            if digits == 0 || (digits > 1 && b[start] == b'0') {
+                return None;
+            }
+            if matches!(b.get(k), Some(b'.' | b'e' | b'E')) {
+                return None;
+            }
+            self.i += k;
+            Some(if neg { -v } else { v })
+        }
+
+        /// The rest of a string whose opening quote was consumed.
+        #[inline(always)]
+        fn string(&mut self) -> Option<Arc<str>> {
+            let rest = &self.b[self.i..];
+            let end = memchr::memchr(b'"', rest)?;
+            let raw = &rest[..end];
+            let (backslash, control) = raw.iter().fold((false, false), |(b, c), &x| {
+                (b | (x == b'\\'), c | (x < 0x20))
+            });
+            if control {
+                return None;
+            }
+            if backslash {
+                return self.string_escaped();
+            }
+            let s = std::str::from_utf8(raw).ok()?;
+            self.i += end + 1;
+            Some(Arc::from(s))
+        }
+
+        /// A string with escapes; `\u` escapes are left to the general parser.
+        #[inline(never)]
+        fn string_escaped(&mut self) -> Option<Arc<str>> {
+            SCRATCH.with_borrow_mut(|buf| {
+                buf.clear();
+                let mut i = self.i;
+                loop {
+                    let rest = &self.b[i..];
+                    let k = memchr::memchr2(b'"', b'\\', rest)?;
+                    let run = &rest[..k];
+                    if run.iter().any(|&c| c < 0x20) {
+                        return None;
+                    }
+                    buf.extend_from_slice(run);
+                    if rest[k] == b'"' {
+                        self.i = i + k + 1;
+                        break;
+                    }
+                    buf.push(match rest.get(k + 1)? {
+                        b'"' => b'"',
+                        b'\\' => b'\\',
+                        b'/' => b'/',
+                        b'n' => b'\n',
+                        b't' => b'\t',
+                        b'r' => b'\r',
+                        b'b' => 0x08,
+                        b'f' => 0x0c,
+                        _ => return None,
+                    });
+                    i += k + 2;
+                }
+                // Escapes decode to ASCII, so this validates exactly the raw runs.
+                std::str::from_utf8(buf).ok().map(Arc::from)
+            })
+        }
+
+        /// The rest of a `YYYY-MM-DD HH:MM:SS.mmm"` timestamp whose opening quote was consumed.
+        #[inline(always)]
+        fn ts(&mut self) -> Option<i64> {
+            let b = self.b.get(self.i..self.i + 24)?;
+            if b[23] != b'"' {
+                return None;
+            }
+            let v = parse_ts_bytes(&b[..23])?;
+            self.i += 24;
+            Some(v)
+        }
+
+        fn bid(&mut self) -> Option<Bid> {
+            self.lit(b"{\"auction\":")?;
+            let auction = self.int()?;
+            self.lit(b",\"bidder\":")?;
+            let bidder = self.int()?;
+            self.lit(b",\"price\":")?;
+            let price = self.int()?;
+            self.lit(b",\"channel\":\"")?;
+            let channel = self.string()?;
+            self.lit(b",\"url\":\"")?;
+            let url = self.string()?;
+            self.lit(b",\"dateTime\":\"")?;
+            let date_time = self.ts()?;
+            self.lit(b",\"extra\":\"")?;
+            let extra = self.string()?;
+            self.lit(b"}")?;
+            Some(Bid {
+                auction,
+                bidder,
+                price,
+                channel,
+                url,
+                date_time,
+                extra,
+            })
+        }
+
+        fn auction(&mut self) -> Option<Auction> {
+            self.lit(b"{\"id\":")?;
+            let id = self.int()?;
+            self.lit(b",\"itemName\":\"")?;
+            let item_name = self.string()?;
+            self.lit(b",\"description\":\"")?;
+            let description = self.string()?;
+            self.lit(b",\"initialBid\":")?;
+            let initial_bid = self.int()?;
+            self.lit(b",\"reserve\":")?;
+            let reserve = self.int()?;
+            self.lit(b",\"dateTime\":\"")?;
+            let date_time = self.ts()?;
+            self.lit(b",\"expires\":\"")?;
+            let expires = self.ts()?;
+            self.lit(b",\"seller\":")?;
+            let seller = self.int()?;
+            self.lit(b",\"category\":")?;
+            let category = self.int()?;
+            self.lit(b",\"extra\":\"")?;
+            let extra = self.string()?;
+            self.lit(b"}")?;
+            Some(Auction {
+                id,
+                item_name,
+                description,
+                initial_bid,
+                reserve,
+                date_time,
+                expires,
+                seller,
+                category,
+                extra,
+            })
+        }
+
+        fn person(&mut self) -> Option<Person> {
+            self.lit(b"{\"id\":")?;
+            let id = self.int()?;
+            self.lit(b",\"name\":\"")?;
+            let name = self.string()?;
+            self.lit(b",\"emailAddress\":\"")?;
+            let email_address = self.string()?;
+            self.lit(b",\"creditCard\":\"")?;
+            let credit_card = self.string()?;
+            self.lit(b",\"city\":\"")?;
+            let city = self.string()?;
+            self.lit(b",\"state\":\"")?;
+            let state = self.string()?;
+            self.lit(b",\"dateTime\":\"")?;
+            let date_time = self.ts()?;
+            self.lit(b",\"extra\":\"")?;
+            let extra = self.string()?;
+            self.lit(b"}")?;
+            Some(Person {
+                id,
+                name,
+                email_address,
+                credit_card,
+                city,
+                state,
+                date_time,
+                extra,
+            })
+        }
+    }
+
+    /// The event of a line in the exact writer layout, or `None`.
+    #[inline]
+    pub(super) fn parse(line: &[u8]) -> Option<Event> {
+        let mut c = Cursor { b: line, i: 0 };
+        c.lit(b"{\"event_type\":")?;
+        let event = match c.b.get(c.i)? {
+            b'2' => {
+                c.lit(b"2,\"person\":null,\"auction\":null,\"bid\":")?;
+                let bid = c.bid()?;
+                c.lit(b"}")?;
+                Event::Bid(bid)
+            }
+            b'1' => {
+                c.lit(b"1,\"person\":null,\"auction\":")?;
+                let auction = c.auction()?;
+                c.lit(b",\"bid\":null}")?;
+                Event::Auction(auction)
+            }
+            b'0' => {
+                c.lit(b"0,\"person\":")?;
+                let person = c.person()?;
+                c.lit(b",\"auction\":null,\"bid\":null}")?;
+                Event::Person(person)
+            }
+            _ => return None,
+        };
+        let rest = &line[c.i..];
+        if rest
+            .iter()
+            .all(|&b| matches!(b, b' ' | b'\n' | b'\r' | b'\t'))
+        {
+            Some(event)
+        } else {
+            None
+        }
+    }
 }
 
 // ------------------------------------------------------------------------ timestamps in
