@@ -142,3 +142,8 @@ impl<T: Data> StreamExt<T> for DataStream<T> {
         self.sink_to(FileSink::csv(dir))
     }
 }
+
+/// The README's Rust example compiles (it is a doc test).
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

@@ -405,54 +405,23 @@ fn make_reusable_string(rnd: &mut SplittableRandom, length: usize) -> String {
 /// as `special`, leading and trailing spaces of the new part are stripped.
 #[inline]
 fn next_string_into(rnd: &mut SplittableRandom, max_length: i64, special: u8, out: &mut String) {
-    const MAX: usize = 128;
-    let n = (MIN_STRING_LENGTH + rnd.next_bounded(max_length - MIN_STRING_LENGTH)) as usize;
-    let mut buf = [0u8; MAX];
-    for slot in buf.iter_mut().take(n.min(MAX)) {
-        *slot = next_char(rnd, special);
-    }
-    for _ in MAX..n {
-        // Longer than any string the generator asks for; kept for completeness.
-        out.push(char::from(next_char(rnd, special)));
-    }
-    let mut part = &buf[..n.min(MAX)];
-    if special == b' ' {
-        while let [b' ', rest @ ..] = part {
-            part = rest;
-        }
-        while let [rest @ .., b' '] = part {
-            part = rest;
-        }
-    }
-    out.push_str(std::str::from_utf8(part).expect("letters and the special character are ASCII"));
-}
-
-/// One character of `nextString`: `special` if `nextInt(13) == 0`, else `'a' + nextInt(26)`.
-///
-/// Both draws are computed up front and the state moves by one or two steps, so there is no
-/// hard-to-predict branch; a draw that Java's rejection loop would redo (about one in 10^8)
-/// takes the exact step-by-step path instead.
-#[inline(always)]
-fn next_char(rnd: &mut SplittableRandom, special: u8) -> u8 {
-    let s1 = rnd.seed.wrapping_add(GOLDEN_GAMMA);
-    let s2 = s1.wrapping_add(GOLDEN_GAMMA);
-    let u1 = SplittableRandom::mix32(s1) >> 1;
-    let u2 = SplittableRandom::mix32(s2) >> 1;
-    let r1 = u1 % 13;
-    let r2 = u2 % 26;
-    if u1 + 12 - r1 >= 0x8000_0000 || u2 + 25 - r2 >= 0x8000_0000 {
-        return if rnd.next_bounded(13) == 0 {
+    let n = MIN_STRING_LENGTH + rnd.next_bounded(max_length - MIN_STRING_LENGTH);
+    let start = out.len();
+    for _ in 0..n {
+        let c = if rnd.next_bounded(13) == 0 {
             special
         } else {
             b'a' + rnd.next_bounded(26) as u8
         };
+        out.push(char::from(c));
     }
-    let is_special = r1 == 0;
-    rnd.seed = if is_special { s1 } else { s2 };
-    if is_special {
-        special
-    } else {
-        b'a' + r2 as u8
+    if special == b' ' {
+        let end = out.trim_end_matches(' ').len().max(start);
+        out.truncate(end);
+        let lead = out[start..].len() - out[start..].trim_start_matches(' ').len();
+        if lead > 0 {
+            out.drain(start..start + lead);
+        }
     }
 }
 
