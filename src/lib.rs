@@ -87,7 +87,9 @@ impl EnvExt for StreamEnv {
     }
     fn read_text_lines(&self, path: impl Into<PathBuf>) -> DataStream<String> {
         let decoder = std::sync::Arc::new(|line: &[u8]| {
-            std::str::from_utf8(line).map(str::to_owned).map_err(|e| format!("invalid UTF-8: {e}"))
+            std::str::from_utf8(line)
+                .map(str::to_owned)
+                .map_err(|e| format!("invalid UTF-8: {e}"))
         });
         self.from_source(JsonLinesSource::with_decoder(path, decoder))
     }

@@ -35,13 +35,18 @@ fn input(dir: &std::path::Path) -> (std::path::PathBuf, Vec<u64>) {
 fn good(bad: &[u64]) -> Vec<Reading> {
     (0..2000u64)
         .filter(|i| !bad.contains(&(i + 1)))
-        .map(|i| Reading { id: i, name: format!("r{i}") })
+        .map(|i| Reading {
+            id: i,
+            name: format!("r{i}"),
+        })
         .collect()
 }
 
 fn run(path: &std::path::Path, policy: BadRecordPolicy) -> (SpateResult<JobResult>, Vec<Reading>) {
     let env = StreamEnv::new(JobConfig::local(3));
-    let source = JsonLinesSource::<Reading>::new(path).policy(policy).split_size(4096);
+    let source = JsonLinesSource::<Reading>::new(path)
+        .policy(policy)
+        .split_size(4096);
     let out = env.from_source(source).name("readings").collect();
     let result = env.execute("bad input");
     let mut got = out.take();
@@ -58,7 +63,10 @@ fn fail_names_file_line_and_reason() {
     assert!(err.contains("readings.jsonl"), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
     // Which bad line fails first depends on the workers' pace; it must be one of them.
-    assert!(bad.iter().any(|l| err.contains(&format!("line {l}:"))), "{err}");
+    assert!(
+        bad.iter().any(|l| err.contains(&format!("line {l}:"))),
+        "{err}"
+    );
 }
 
 #[test]
@@ -67,7 +75,10 @@ fn drop_counts_and_keeps_every_good_record() {
     let (path, bad) = input(dir.path());
     let (result, got) = run(&path, BadRecordPolicy::Drop);
     let result = result.expect("the job goes on");
-    assert_eq!(result.totals["readings.numRecordsDropped"], bad.len() as u64);
+    assert_eq!(
+        result.totals["readings.numRecordsDropped"],
+        bad.len() as u64
+    );
     assert_eq!(got, good(&bad));
 }
 
@@ -79,10 +90,15 @@ fn dead_letters_carry_reason_origin_line_and_text() {
     let (result, got) = run(&path, BadRecordPolicy::DeadLetter(dl.clone()));
     let result = result.expect("the job goes on");
     assert_eq!(got, good(&bad));
-    assert_eq!(result.totals["readings.numRecordsDeadLettered"], bad.len() as u64);
+    assert_eq!(
+        result.totals["readings.numRecordsDeadLettered"],
+        bad.len() as u64
+    );
     let text = std::fs::read_to_string(&dl).expect("dead-letter file is written");
-    let mut letters: Vec<DeadLetter> =
-        text.lines().map(|l| serde_json::from_str(l).expect("dead letters are JSON lines")).collect();
+    let mut letters: Vec<DeadLetter> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("dead letters are JSON lines"))
+        .collect();
     letters.sort_by_key(|d| d.line);
     assert_eq!(letters.iter().map(|d| d.line).collect::<Vec<_>>(), bad);
     let raw = std::fs::read_to_string(&path).unwrap();

@@ -20,7 +20,10 @@ impl Sink<u64> for Slow {
         "slow".into()
     }
     fn create_writer(&self, _: &SinkContext) -> SpateResult<Box<dyn SinkWriter<u64>>> {
-        Ok(Box::new(SlowWriter(Arc::clone(&self.received), self.per_batch)))
+        Ok(Box::new(SlowWriter(
+            Arc::clone(&self.received),
+            self.per_batch,
+        )))
     }
 }
 
@@ -52,7 +55,10 @@ fn in_flight_records_stay_bounded_with_a_slow_sink() {
         .inspect(move |_| {
             counter.fetch_add(1, Ordering::SeqCst);
         })
-        .sink_to(Slow { received: Arc::clone(&received), per_batch: Duration::from_millis(2) });
+        .sink_to(Slow {
+            received: Arc::clone(&received),
+            per_batch: Duration::from_millis(2),
+        });
 
     let stop = env.stop_handle();
     let (e, r) = (Arc::clone(&emitted), Arc::clone(&received));

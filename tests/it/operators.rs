@@ -15,7 +15,10 @@ fn sorted<T: Ord>(mut v: Vec<T>) -> Vec<T> {
 }
 
 fn cases() -> ProptestConfig {
-    ProptestConfig { cases: 12, ..ProptestConfig::default() }
+    ProptestConfig {
+        cases: 12,
+        ..ProptestConfig::default()
+    }
 }
 
 fn records() -> impl Strategy<Value = Vec<(u8, i64)>> {
@@ -194,7 +197,12 @@ fn dynamic_json_values_flow_through_keyed_operators() {
         .collect();
     let sums = env
         .from_collection(items)
-        .key_by(|v: &Value| v.get("user").and_then(Value::as_str).unwrap_or("").to_owned())
+        .key_by(|v: &Value| {
+            v.get("user")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_owned()
+        })
         .sum(|v| v.get("n").and_then(Value::as_i64).unwrap_or(0))
         .collect();
     env.execute("values").expect("job runs");
@@ -203,7 +211,8 @@ fn dynamic_json_values_flow_through_keyed_operators() {
         let e = finals.entry(k).or_insert(s);
         *e = (*e).max(s);
     }
-    let expected: BTreeMap<String, i64> =
-        (0..4).map(|u| (format!("u{u}"), (0..60).filter(|i| i % 4 == u).sum())).collect();
+    let expected: BTreeMap<String, i64> = (0..4)
+        .map(|u| (format!("u{u}"), (0..60).filter(|i| i % 4 == u).sum()))
+        .collect();
     assert_eq!(finals, expected);
 }

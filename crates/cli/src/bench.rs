@@ -70,13 +70,25 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
 
 fn nexmark(args: &NexmarkBenchArgs) -> Result<()> {
     let exe = std::env::current_exe().context("cannot find the spate executable")?;
-    for query in args.queries.split(',').map(str::trim).filter(|q| !q.is_empty()) {
+    for query in args
+        .queries
+        .split(',')
+        .map(str::trim)
+        .filter(|q| !q.is_empty())
+    {
         query.parse::<spate_nexmark::queries::Query>()?;
         for _ in 0..args.repeat {
             let mut cmd = Command::new(&exe);
-            cmd.args(["nexmark", "run", "--json", "--no-progress", "--query", query])
-                .args(["--workers", &args.workers.to_string()])
-                .args(["--processes", &args.processes.to_string()]);
+            cmd.args([
+                "nexmark",
+                "run",
+                "--json",
+                "--no-progress",
+                "--query",
+                query,
+            ])
+            .args(["--workers", &args.workers.to_string()])
+            .args(["--processes", &args.processes.to_string()]);
             match &args.input {
                 Some(input) => cmd.arg("--input").arg(input),
                 None => cmd.args(["--events", &args.events.to_string()]),
@@ -126,7 +138,8 @@ impl SinkWriter<u64> for SlowWriter {
     fn write_batch(&mut self, records: &mut Vec<u64>) -> SpateResult<()> {
         let start = *self.start.get_or_insert_with(Instant::now);
         self.count += records.len() as u64;
-        self.received.fetch_add(records.len() as u64, Ordering::Relaxed);
+        self.received
+            .fetch_add(records.len() as u64, Ordering::Relaxed);
         records.clear();
         let due = Duration::from_secs_f64(self.count as f64 / self.rate);
         if let Some(wait) = due.checked_sub(start.elapsed()) {
@@ -159,7 +172,11 @@ fn backpressure(args: &BackpressureArgs) -> Result<()> {
         stop.stop();
     });
     let result = env.execute("backpressure")?;
-    let emitted = result.totals.get("sequence.numRecordsOut").copied().unwrap_or(0);
+    let emitted = result
+        .totals
+        .get("sequence.numRecordsOut")
+        .copied()
+        .unwrap_or(0);
     let sunk = received.load(Ordering::Relaxed);
     let secs = result.elapsed.as_secs_f64();
     let line = serde_json::json!({

@@ -45,14 +45,20 @@ fn main() {
             use clap::error::ErrorKind;
             if matches!(
                 e.kind(),
-                ErrorKind::DisplayHelp | ErrorKind::DisplayVersion | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+                ErrorKind::DisplayHelp
+                    | ErrorKind::DisplayVersion
+                    | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
             ) {
                 let _ = e.print();
                 std::process::exit(0);
             }
             // One line that names the problem, instead of clap's multi-line usage block.
             let text = e.to_string();
-            let first = text.lines().next().unwrap_or("invalid arguments").trim_start_matches("error: ");
+            let first = text
+                .lines()
+                .next()
+                .unwrap_or("invalid arguments")
+                .trim_start_matches("error: ");
             eprintln!("error: {first} (see `spate --help`)");
             std::process::exit(2);
         }

@@ -128,7 +128,8 @@ fn generate(args: &GenArgs) -> Result<()> {
         Box::new(std::io::stdout().lock())
     } else {
         let tmp = args.out.with_extension("tmp");
-        let file = std::fs::File::create(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
+        let file = std::fs::File::create(&tmp)
+            .with_context(|| format!("cannot create {}", tmp.display()))?;
         Box::new(file)
     };
     let mut out = std::io::BufWriter::with_capacity(1 << 20, out);
@@ -149,7 +150,8 @@ fn generate(args: &GenArgs) -> Result<()> {
     drop(out);
     if args.out.as_os_str() != "-" {
         let tmp = args.out.with_extension("tmp");
-        std::fs::rename(&tmp, &args.out).with_context(|| format!("cannot write {}", args.out.display()))?;
+        std::fs::rename(&tmp, &args.out)
+            .with_context(|| format!("cannot write {}", args.out.display()))?;
     }
     Ok(())
 }
@@ -167,7 +169,8 @@ impl Attach for Output {
                     row.write_json(out);
                     out.push(b'\n');
                 });
-                rows.sink_to_single(SingleFileSink::with_encoder(path.clone(), encoder)).name("output");
+                rows.sink_to_single(SingleFileSink::with_encoder(path.clone(), encoder))
+                    .name("output");
             }
             None => {
                 rows.sink_to(DiscardSink::new()).name("output");
@@ -187,7 +190,8 @@ fn run_query(args: &RunArgs) -> Result<()> {
     let (events, unit): (DataStream<Event>, &str) = match &args.input {
         Some(path) => {
             let decoder = Arc::new(|line: &[u8]| spate_nexmark::json::parse_event(line));
-            let source = JsonLinesSource::with_decoder(path.clone(), decoder).policy(args.bad_records.clone());
+            let source = JsonLinesSource::with_decoder(path.clone(), decoder)
+                .policy(args.bad_records.clone());
             (env.from_source(source).name("events"), "bytes")
         }
         None => {
@@ -195,10 +199,20 @@ fn run_query(args: &RunArgs) -> Result<()> {
             let partitions = args.partitions.unwrap_or(total_workers);
             let cfg = args.generator.config(Some(events), partitions);
             cfg.validate()?;
-            (env.from_source(NexmarkSource::new(cfg, args.rate)?).name("events"), "events")
+            (
+                env.from_source(NexmarkSource::new(cfg, args.rate)?)
+                    .name("events"),
+                "events",
+            )
         }
     };
-    queries::build(args.query, &events, &Output { path: args.output.clone() });
+    queries::build(
+        args.query,
+        &events,
+        &Output {
+            path: args.output.clone(),
+        },
+    );
 
     let bar = ProgressBar::start(env.progress(), unit, !args.no_progress && !args.json);
     let result = env.execute(&format!("nexmark-{}", args.query))?;
@@ -206,10 +220,18 @@ fn run_query(args: &RunArgs) -> Result<()> {
     if !result.is_reporter() {
         return Ok(());
     }
-    let events = result.totals.get("events.numRecordsOut").copied().unwrap_or(0);
+    let events = result
+        .totals
+        .get("events.numRecordsOut")
+        .copied()
+        .unwrap_or(0);
     let dropped = result.total_of(".numRecordsDropped");
     let dead = result.total_of(".numRecordsDeadLettered");
-    let rows = result.metrics.get("output.numRecordsIn").copied().unwrap_or(0);
+    let rows = result
+        .metrics
+        .get("output.numRecordsIn")
+        .copied()
+        .unwrap_or(0);
     let secs = result.elapsed.as_secs_f64();
     let eps = events as f64 / secs.max(1e-9);
     let rss = peak_rss_mb();

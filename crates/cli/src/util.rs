@@ -11,13 +11,17 @@ use spate_dataflow::Progress;
 pub fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
 }
 
 /// Whether an error is a closed stdout pipe (`spate ... | head`), which is not a failure.
 pub fn is_broken_pipe(e: &anyhow::Error) -> bool {
     e.chain().any(|c| {
-        c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
             || c.to_string().contains("Broken pipe")
     })
 }
@@ -58,7 +62,10 @@ impl ProgressBar {
             }
             bar.finish_and_clear();
         });
-        ProgressBar { done, thread: Some(thread) }
+        ProgressBar {
+            done,
+            thread: Some(thread),
+        }
     }
 }
 

@@ -72,7 +72,9 @@ pub(crate) fn dead_letter_sink(
 ) -> Option<std::sync::Arc<dyn spate_types::Sink<DeadLetter>>> {
     match policy {
         BadRecordPolicy::DeadLetter(path) => {
-            Some(std::sync::Arc::new(crate::files::SingleFileSink::<DeadLetter>::new(path.clone())))
+            Some(std::sync::Arc::new(crate::files::SingleFileSink::<
+                DeadLetter,
+            >::new(path.clone())))
         }
         _ => None,
     }

@@ -62,7 +62,9 @@ impl Source<String> for SocketTextSource {
         false
     }
 
-    fn dead_letter_sink(&self) -> Option<std::sync::Arc<dyn spate_types::Sink<spate_types::DeadLetter>>> {
+    fn dead_letter_sink(
+        &self,
+    ) -> Option<std::sync::Arc<dyn spate_types::Sink<spate_types::DeadLetter>>> {
         crate::bad::dead_letter_sink(&self.policy)
     }
 

@@ -43,7 +43,9 @@ impl Source<String> for StdinSource {
         false
     }
 
-    fn dead_letter_sink(&self) -> Option<std::sync::Arc<dyn spate_types::Sink<spate_types::DeadLetter>>> {
+    fn dead_letter_sink(
+        &self,
+    ) -> Option<std::sync::Arc<dyn spate_types::Sink<spate_types::DeadLetter>>> {
         crate::bad::dead_letter_sink(&self.policy)
     }
 

@@ -22,10 +22,14 @@ use crate::config::{JobConfig, ENV_ADDRESSES, ENV_PROCESS_INDEX};
 
 /// Starts the job's processes and waits for all of them.
 pub(crate) fn supervise(config: &JobConfig) -> SpateResult<()> {
-    let addresses =
-        if config.addresses.is_empty() { free_local_addresses(config.processes)? } else { config.addresses.clone() };
-    let exe = std::env::current_exe()
-        .map_err(|e| SpateError::io_context("cannot find this program to start its processes", e))?;
+    let addresses = if config.addresses.is_empty() {
+        free_local_addresses(config.processes)?
+    } else {
+        config.addresses.clone()
+    };
+    let exe = std::env::current_exe().map_err(|e| {
+        SpateError::io_context("cannot find this program to start its processes", e)
+    })?;
     let args: Vec<_> = std::env::args_os().skip(1).collect();
     let mut children: Vec<Option<Child>> = Vec::with_capacity(config.processes);
     for index in 0..config.processes {
@@ -38,7 +42,10 @@ pub(crate) fn supervise(config: &JobConfig) -> SpateResult<()> {
             Ok(child) => children.push(Some(child)),
             Err(e) => {
                 kill_all(&mut children);
-                return Err(SpateError::io_context(format!("cannot start process {index}"), e));
+                return Err(SpateError::io_context(
+                    format!("cannot start process {index}"),
+                    e,
+                ));
             }
         }
     }
@@ -51,7 +58,9 @@ pub(crate) fn supervise(config: &JobConfig) -> SpateResult<()> {
         }
         let mut running = 0;
         for index in 0..children.len() {
-            let Some(child) = children[index].as_mut() else { continue };
+            let Some(child) = children[index].as_mut() else {
+                continue;
+            };
             match child.try_wait() {
                 Ok(None) => running += 1,
                 Ok(Some(status)) if status.success() => children[index] = None,
@@ -65,7 +74,10 @@ pub(crate) fn supervise(config: &JobConfig) -> SpateResult<()> {
                 }
                 Err(e) => {
                     kill_all(&mut children);
-                    return Err(SpateError::io_context(format!("cannot wait for process {index}"), e));
+                    return Err(SpateError::io_context(
+                        format!("cannot wait for process {index}"),
+                        e,
+                    ));
                 }
             }
         }
@@ -126,7 +138,13 @@ pub(crate) fn connect_peers(
     use std::time::Instant;
 
     let listener = TcpListener::bind(&addresses[my_index]).map_err(|e| {
-        SpateError::io_context(format!("process {my_index} cannot listen on {}", addresses[my_index]), e)
+        SpateError::io_context(
+            format!(
+                "process {my_index} cannot listen on {}",
+                addresses[my_index]
+            ),
+            e,
+        )
     })?;
     let deadline = Instant::now() + CONNECT_TIMEOUT;
     let lower: Vec<String> = addresses[..my_index].to_vec();
@@ -156,7 +174,8 @@ pub(crate) fn connect_peers(
         Ok(streams)
     });
 
-    let mut higher: Vec<Option<TcpStream>> = (my_index + 1..addresses.len()).map(|_| None).collect();
+    let mut higher: Vec<Option<TcpStream>> =
+        (my_index + 1..addresses.len()).map(|_| None).collect();
     listener
         .set_nonblocking(true)
         .map_err(|e| SpateError::io_context("cannot configure the listener", e))?;
@@ -169,7 +188,10 @@ pub(crate) fn connect_peers(
                 let mut index = [0u8; 8];
                 stream.read_exact(&mut index).map_err(accept_err)?;
                 let index = u64::from_be_bytes(index) as usize;
-                match index.checked_sub(my_index + 1).and_then(|slot| higher.get_mut(slot)) {
+                match index
+                    .checked_sub(my_index + 1)
+                    .and_then(|slot| higher.get_mut(slot))
+                {
                     Some(slot) if slot.is_none() => *slot = Some(stream),
                     _ => {
                         return Err(SpateError::Execution(format!(

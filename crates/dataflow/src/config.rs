@@ -53,7 +53,10 @@ pub(crate) const ENV_ADDRESSES: &str = "SPATE_ADDRESSES";
 impl JobConfig {
     /// A configuration with `workers` threads in one process.
     pub fn local(workers: usize) -> Self {
-        JobConfig { workers, ..Default::default() }
+        JobConfig {
+            workers,
+            ..Default::default()
+        }
     }
 
     /// Sets the worker threads per process.
@@ -100,7 +103,10 @@ impl JobConfig {
         }
         if let Some(i) = self.process_index {
             if i >= self.processes {
-                return bad(format!("process index {i} out of {} processes", self.processes));
+                return bad(format!(
+                    "process index {i} out of {} processes",
+                    self.processes
+                ));
             }
         }
         if !self.addresses.is_empty() && self.addresses.len() != self.processes {

@@ -41,7 +41,14 @@ where
         let y = inputs[1].get::<B>(ctx.scope);
         Some(ErasedStream::new(build(ctx, x, y, name)))
     });
-    let node = add_node(&a.plan, op, NodeKind::Operator, vec![a.node, b.node], edge, builder);
+    let node = add_node(
+        &a.plan,
+        op,
+        NodeKind::Operator,
+        vec![a.node, b.node],
+        edge,
+        builder,
+    );
     DataStream::from_node(Rc::clone(&a.plan), node)
 }
 
@@ -56,7 +63,8 @@ impl<A: Data, B: Data> ConnectedStreams<A, B> {
         f1: impl Fn(A) -> R + Send + Sync + 'static,
         f2: impl Fn(B) -> R + Send + Sync + 'static,
     ) -> DataStream<R> {
-        self.co_flat_map(move |a| Some(f1(a)), move |b| Some(f2(b))).name_default("co_map")
+        self.co_flat_map(move |a| Some(f1(a)), move |b| Some(f2(b)))
+            .name_default("co_map")
     }
 
     /// Like `co_map`, but each record may produce any number of outputs.
@@ -70,35 +78,41 @@ impl<A: Data, B: Data> ConnectedStreams<A, B> {
         I2: IntoIterator<Item = R>,
     {
         let (f1, f2) = (Arc::new(f1), Arc::new(f2));
-        binary_node(&self.first, &self.second, "co_flat_map", "forward", move |_ctx, x, y, name| {
-            let (f1, f2) = (Arc::clone(&f1), Arc::clone(&f2));
-            x.binary::<_, CapacityContainerBuilder<Vec<R>>, _, _, _, _>(
-                y,
-                Pipeline,
-                Pipeline,
-                name,
-                move |_, _| {
-                    move |in1, in2, output| {
-                        in1.for_each_stamp(|cap, data| {
-                            let mut session = output.session(&cap);
-                            for batch in data {
-                                for a in batch.drain(..) {
-                                    session.give_iterator(f1(a).into_iter());
+        binary_node(
+            &self.first,
+            &self.second,
+            "co_flat_map",
+            "forward",
+            move |_ctx, x, y, name| {
+                let (f1, f2) = (Arc::clone(&f1), Arc::clone(&f2));
+                x.binary::<_, CapacityContainerBuilder<Vec<R>>, _, _, _, _>(
+                    y,
+                    Pipeline,
+                    Pipeline,
+                    name,
+                    move |_, _| {
+                        move |in1, in2, output| {
+                            in1.for_each_stamp(|cap, data| {
+                                let mut session = output.session(&cap);
+                                for batch in data {
+                                    for a in batch.drain(..) {
+                                        session.give_iterator(f1(a).into_iter());
+                                    }
                                 }
-                            }
-                        });
-                        in2.for_each_stamp(|cap, data| {
-                            let mut session = output.session(&cap);
-                            for batch in data {
-                                for b in batch.drain(..) {
-                                    session.give_iterator(f2(b).into_iter());
+                            });
+                            in2.for_each_stamp(|cap, data| {
+                                let mut session = output.session(&cap);
+                                for batch in data {
+                                    for b in batch.drain(..) {
+                                        session.give_iterator(f2(b).into_iter());
+                                    }
                                 }
-                            }
-                        });
-                    }
-                },
-            )
-        })
+                            });
+                        }
+                    },
+                )
+            },
+        )
     }
 }
 

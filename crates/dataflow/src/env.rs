@@ -85,7 +85,11 @@ impl JobResult {
 
     /// The sum of the totals whose name ends with `suffix` (e.g. `.numRecordsDropped`).
     pub fn total_of(&self, suffix: &str) -> u64 {
-        self.totals.iter().filter(|(k, _)| k.ends_with(suffix)).map(|(_, v)| v).sum()
+        self.totals
+            .iter()
+            .filter(|(k, _)| k.ends_with(suffix))
+            .map(|(_, v)| v)
+            .sum()
     }
 }
 
@@ -182,10 +186,15 @@ impl StreamEnv {
         };
         let plan = Arc::new(self.plan.borrow().clone());
         if plan.nodes.is_empty() {
-            return Err(SpateError::Job("the job has no operators: add a source".into()));
+            return Err(SpateError::Job(
+                "the job has no operators: add a source".into(),
+            ));
         }
-        let shared =
-            Arc::new(JobShared::new(config, Arc::clone(&self.stop), Arc::clone(&self.progress)));
+        let shared = Arc::new(JobShared::new(
+            config,
+            Arc::clone(&self.stop),
+            Arc::clone(&self.progress),
+        ));
         let worker_shared = Arc::clone(&shared);
         let name = job_name.to_owned();
         tracing::info!(job = %name, plan = %plan.describe(), "starting job");
@@ -238,13 +247,22 @@ impl StreamEnv {
             return Err(SpateError::Internal(format!("a worker panicked: {panic}")));
         }
         let totals = std::mem::take(&mut *shared.totals.lock().unwrap_or_else(|p| p.into_inner()));
-        Ok(JobResult { role, elapsed: start.elapsed(), totals, metrics: shared.metrics.snapshot() })
+        Ok(JobResult {
+            role,
+            elapsed: start.elapsed(),
+            totals,
+            metrics: shared.metrics.snapshot(),
+        })
     }
 }
 
 fn source_short_name(op: &str, node: usize) -> String {
     // `source:jsonl:/a/b.jsonl` → `jsonl-0`; a plain `source:numbers` → `numbers-0`.
     let rest = op.strip_prefix("source:").unwrap_or(op);
-    let kind = rest.split([':', ' ', '/']).next().filter(|s| !s.is_empty()).unwrap_or("source");
+    let kind = rest
+        .split([':', ' ', '/'])
+        .next()
+        .filter(|s| !s.is_empty())
+        .unwrap_or("source");
     format!("{kind}-{node}")
 }

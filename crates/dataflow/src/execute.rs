@@ -142,7 +142,10 @@ impl<'s> BuildCtx<'s> {
         name: &str,
         source: &Arc<dyn Source<T>>,
     ) -> TStream<'s, T> {
-        let ctx = SourceContext { worker_index: self.index(), workers: self.peers() };
+        let ctx = SourceContext {
+            worker_index: self.index(),
+            workers: self.peers(),
+        };
         let reader = match source.create_reader(&ctx) {
             Ok(reader) => reader,
             Err(e) => {
@@ -161,7 +164,10 @@ impl<'s> BuildCtx<'s> {
             }
             None => None,
         };
-        let records_out = self.shared.metrics.counter(&format!("{name}.numRecordsOut"));
+        let records_out = self
+            .shared
+            .metrics
+            .counter(&format!("{name}.numRecordsOut"));
         self.drivers.push(Box::new(TypedDriver {
             name: name.to_owned(),
             reader,
@@ -187,7 +193,10 @@ impl<'s> BuildCtx<'s> {
         sink: &Arc<dyn Sink<T>>,
         single: bool,
     ) {
-        let ctx = SinkContext { worker_index: self.index(), workers: self.peers() };
+        let ctx = SinkContext {
+            worker_index: self.index(),
+            workers: self.peers(),
+        };
         let writer = match sink.create_writer(&ctx) {
             Ok(w) => Some(w),
             Err(e) => {
@@ -238,7 +247,8 @@ struct SinkState<T> {
 
 impl<T> SinkState<T> {
     fn write(&mut self, data: &mut Vec<T>) {
-        self.records_in.fetch_add(data.len() as u64, Ordering::Relaxed);
+        self.records_in
+            .fetch_add(data.len() as u64, Ordering::Relaxed);
         if let Some(w) = self.writer.as_mut() {
             if let Err(e) = w.write_batch(data) {
                 self.shared.fail(e);
@@ -251,7 +261,11 @@ impl<T> SinkState<T> {
     /// Ticks the writer after a batch of work, or closes it when its input has ended.
     fn after(&mut self, input_ended: bool) {
         if let Some(w) = self.writer.as_mut() {
-            let result = if input_ended { w.close() } else { w.tick(Instant::now()) };
+            let result = if input_ended {
+                w.close()
+            } else {
+                w.tick(Instant::now())
+            };
             if let Err(e) = result {
                 self.shared.fail(e);
             }
@@ -291,7 +305,9 @@ struct TypedDriver<T: spate_types::Data> {
 
 impl<T: spate_types::Data> SourceDriver for TypedDriver<T> {
     fn poll(&mut self, budget: usize, shared: &JobShared) -> SpateResult<(usize, SourceStatus)> {
-        let Some(input) = self.input.as_mut() else { return Ok((0, SourceStatus::Finished)) };
+        let Some(input) = self.input.as_mut() else {
+            return Ok((0, SourceStatus::Finished));
+        };
         let status = {
             let mut out =
                 SourceOutput::new(&mut self.buffer, &mut self.dead_letters, &mut self.dropped);
@@ -319,8 +335,14 @@ impl<T: spate_types::Data> SourceDriver for TypedDriver<T> {
         }
         if let Some((done, total)) = self.reader.progress() {
             let (last_done, last_total) = self.last_progress;
-            shared.progress.done.fetch_add(done.saturating_sub(last_done), Ordering::Relaxed);
-            shared.progress.total.fetch_add(total.saturating_sub(last_total), Ordering::Relaxed);
+            shared
+                .progress
+                .done
+                .fetch_add(done.saturating_sub(last_done), Ordering::Relaxed);
+            shared
+                .progress
+                .total
+                .fetch_add(total.saturating_sub(last_total), Ordering::Relaxed);
             self.last_progress = (done.max(last_done), total.max(last_total));
         }
         Ok((n, status))
@@ -371,7 +393,11 @@ pub(crate) fn run_worker(
             let inputs: Vec<&ErasedStream> = node
                 .inputs
                 .iter()
-                .map(|&i| streams[i].as_ref().expect("plan inputs are streams, never sinks"))
+                .map(|&i| {
+                    streams[i]
+                        .as_ref()
+                        .expect("plan inputs are streams, never sinks")
+                })
                 .collect();
             let out = (node.builder)(&mut ctx, &inputs, &node.name);
             streams.push(out);
@@ -415,7 +441,10 @@ pub(crate) fn run_worker(
         let mut has_more = false;
         if may_emit {
             for d in drivers.iter_mut().filter(|d| !d.is_closed()) {
-                let budget = cfg.epoch_max_records.saturating_sub(emitted_in_epoch).clamp(1, cfg.poll_batch);
+                let budget = cfg
+                    .epoch_max_records
+                    .saturating_sub(emitted_in_epoch)
+                    .clamp(1, cfg.poll_batch);
                 match d.poll(budget, &shared) {
                     Ok((n, status)) => {
                         emitted_in_epoch += n;

@@ -34,7 +34,10 @@ pub struct KeyedStream<K, T> {
 
 impl<K, T> Clone for KeyedStream<K, T> {
     fn clone(&self) -> Self {
-        KeyedStream { stream: self.stream.clone(), key: Arc::clone(&self.key) }
+        KeyedStream {
+            stream: self.stream.clone(),
+            key: Arc::clone(&self.key),
+        }
     }
 }
 
@@ -56,35 +59,36 @@ impl<K: Data + Hash + Eq, T: Data> KeyedStream<K, T> {
     {
         let f = Arc::new(f);
         let key = Arc::clone(&self.key);
-        self.stream.unary_node("process", "hash", move |ctx, input, name| {
-            let f = Arc::clone(&f);
-            let key = Arc::clone(&key);
-            let route_key = Arc::clone(&key);
-            let (maxp, peers) = (ctx.config().max_parallelism, ctx.peers());
-            let pact = Exchange::new(move |x: &T| key_route(&route_key(x), maxp, peers));
-            input.unary::<CapacityContainerBuilder<Vec<R>>, _, _, _>(pact, name, move |_, _| {
-                let mut state: HashMap<K, S, FxBuildHasher> = HashMap::default();
-                let mut out = Vec::new();
-                move |input, output| {
-                    input.for_each_stamp(|cap, data| {
-                        for batch in data {
-                            for x in batch.drain(..) {
-                                let k = key(&x);
-                                let mut slot = state.remove(&k);
-                                f(&k, &mut slot, x, &mut out);
-                                if let Some(s) = slot {
-                                    state.insert(k, s);
+        self.stream
+            .unary_node("process", "hash", move |ctx, input, name| {
+                let f = Arc::clone(&f);
+                let key = Arc::clone(&key);
+                let route_key = Arc::clone(&key);
+                let (maxp, peers) = (ctx.config().max_parallelism, ctx.peers());
+                let pact = Exchange::new(move |x: &T| key_route(&route_key(x), maxp, peers));
+                input.unary::<CapacityContainerBuilder<Vec<R>>, _, _, _>(pact, name, move |_, _| {
+                    let mut state: HashMap<K, S, FxBuildHasher> = HashMap::default();
+                    let mut out = Vec::new();
+                    move |input, output| {
+                        input.for_each_stamp(|cap, data| {
+                            for batch in data {
+                                for x in batch.drain(..) {
+                                    let k = key(&x);
+                                    let mut slot = state.remove(&k);
+                                    f(&k, &mut slot, x, &mut out);
+                                    if let Some(s) = slot {
+                                        state.insert(k, s);
+                                    }
                                 }
                             }
-                        }
-                        if !out.is_empty() {
-                            output.session(&cap).give_container(&mut out);
-                            out.clear();
-                        }
-                    });
-                }
+                            if !out.is_empty() {
+                                output.session(&cap).give_container(&mut out);
+                                out.clear();
+                            }
+                        });
+                    }
+                })
             })
-        })
     }
 
     /// Rolling reduce: combines each record with its key's previous result and emits the new

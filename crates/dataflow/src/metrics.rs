@@ -24,6 +24,9 @@ impl Metrics {
     /// The current value of every counter.
     pub fn snapshot(&self) -> BTreeMap<String, u64> {
         let counters = self.counters.lock().unwrap_or_else(|p| p.into_inner());
-        counters.iter().map(|(k, v)| (k.clone(), v.load(Ordering::Relaxed))).collect()
+        counters
+            .iter()
+            .map(|(k, v)| (k.clone(), v.load(Ordering::Relaxed)))
+            .collect()
     }
 }

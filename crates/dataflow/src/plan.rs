@@ -47,7 +47,9 @@ pub(crate) type TStream<'s, T> = StreamVec<'s, Epoch, T>;
 impl ErasedStream {
     /// Hides the type and lifetime of `stream`.
     pub(crate) fn new<'s, T: Clone + 'static>(stream: TStream<'s, T>) -> Self {
-        ErasedStream { inner: Box::new(extend_lifetime(stream)) }
+        ErasedStream {
+            inner: Box::new(extend_lifetime(stream)),
+        }
     }
 
     /// Recovers the stream; panics if the plan's types are inconsistent, which the typed API

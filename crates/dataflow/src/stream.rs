@@ -12,9 +12,9 @@ use timely::dataflow::channels::pact::{Exchange, Pipeline};
 use timely::dataflow::operators::vec::Broadcast;
 use timely::dataflow::operators::{Concatenate, Operator};
 
+use crate::connected::ConnectedStreams;
 use crate::execute::BuildCtx;
 use crate::keyed::KeyedStream;
-use crate::connected::ConnectedStreams;
 use crate::plan::{ErasedStream, Node, NodeId, NodeKind, Plan, TStream};
 
 /// A stream of records of type `T` in a job being described.
@@ -29,7 +29,11 @@ pub struct DataStream<T> {
 
 impl<T> Clone for DataStream<T> {
     fn clone(&self) -> Self {
-        DataStream { plan: Rc::clone(&self.plan), node: self.node, _type: PhantomData }
+        DataStream {
+            plan: Rc::clone(&self.plan),
+            node: self.node,
+            _type: PhantomData,
+        }
     }
 }
 
@@ -44,24 +48,49 @@ pub(crate) fn add_node(
 ) -> NodeId {
     let mut plan = plan.borrow_mut();
     let name = format!("{op}-{}", plan.nodes.len());
-    plan.add(Node { name, kind, inputs, edge, builder })
+    plan.add(Node {
+        name,
+        kind,
+        inputs,
+        edge,
+        builder,
+    })
 }
 
 impl<T: Data> DataStream<T> {
     pub(crate) fn from_node(plan: Rc<RefCell<Plan>>, node: NodeId) -> Self {
-        DataStream { plan, node, _type: PhantomData }
+        DataStream {
+            plan,
+            node,
+            _type: PhantomData,
+        }
     }
 
     /// Adds a one-input operator node reading this stream.
-    pub(crate) fn unary_node<R: Data, F>(&self, op: &str, edge: &'static str, build: F) -> DataStream<R>
+    pub(crate) fn unary_node<R: Data, F>(
+        &self,
+        op: &str,
+        edge: &'static str,
+        build: F,
+    ) -> DataStream<R>
     where
-        F: for<'s> Fn(&mut BuildCtx<'s>, TStream<'s, T>, &str) -> TStream<'s, R> + Send + Sync + 'static,
+        F: for<'s> Fn(&mut BuildCtx<'s>, TStream<'s, T>, &str) -> TStream<'s, R>
+            + Send
+            + Sync
+            + 'static,
     {
         let builder: crate::plan::Builder = Arc::new(move |ctx, inputs, name| {
             let input = inputs[0].get::<T>(ctx.scope);
             Some(ErasedStream::new(build(ctx, input, name)))
         });
-        let node = add_node(&self.plan, op, NodeKind::Operator, vec![self.node], edge, builder);
+        let node = add_node(
+            &self.plan,
+            op,
+            NodeKind::Operator,
+            vec![self.node],
+            edge,
+            builder,
+        );
         DataStream::from_node(Rc::clone(&self.plan), node)
     }
 
@@ -192,27 +221,43 @@ impl<T: Data> DataStream<T> {
 
     /// Sends every record to every worker.
     pub fn broadcast(&self) -> DataStream<T> {
-        self.unary_node("broadcast", "broadcast", move |_ctx, input, _name| input.broadcast())
+        self.unary_node("broadcast", "broadcast", move |_ctx, input, _name| {
+            input.broadcast()
+        })
     }
 
     /// Merges this stream with `others` (of the same type) into one.
     pub fn union(&self, others: &[DataStream<T>]) -> DataStream<T> {
         let mut inputs = vec![self.node];
         inputs.extend(others.iter().map(|o| {
-            assert!(Rc::ptr_eq(&self.plan, &o.plan), "union of streams from different jobs");
+            assert!(
+                Rc::ptr_eq(&self.plan, &o.plan),
+                "union of streams from different jobs"
+            );
             o.node
         }));
         let builder: crate::plan::Builder = Arc::new(move |ctx, inputs, _name| {
-            let streams: Vec<TStream<'_, T>> = inputs.iter().map(|s| s.get::<T>(ctx.scope)).collect();
+            let streams: Vec<TStream<'_, T>> =
+                inputs.iter().map(|s| s.get::<T>(ctx.scope)).collect();
             Some(ErasedStream::new(ctx.scope.concatenate(streams)))
         });
-        let node = add_node(&self.plan, "union", NodeKind::Operator, inputs, "forward", builder);
+        let node = add_node(
+            &self.plan,
+            "union",
+            NodeKind::Operator,
+            inputs,
+            "forward",
+            builder,
+        );
         DataStream::from_node(Rc::clone(&self.plan), node)
     }
 
     /// Pairs this stream with another of any type, for `co_map` / `co_flat_map`.
     pub fn connect<U: Data>(&self, other: &DataStream<U>) -> ConnectedStreams<T, U> {
-        assert!(Rc::ptr_eq(&self.plan, &other.plan), "connect of streams from different jobs");
+        assert!(
+            Rc::ptr_eq(&self.plan, &other.plan),
+            "connect of streams from different jobs"
+        );
         ConnectedStreams::new(self.clone(), other.clone())
     }
 
@@ -235,8 +280,18 @@ impl<T: Data> DataStream<T> {
             None
         });
         let edge = if single { "global" } else { "forward" };
-        let node = add_node(&self.plan, &op, NodeKind::Sink, vec![self.node], edge, builder);
-        SinkNode { plan: Rc::clone(&self.plan), node }
+        let node = add_node(
+            &self.plan,
+            &op,
+            NodeKind::Sink,
+            vec![self.node],
+            edge,
+            builder,
+        );
+        SinkNode {
+            plan: Rc::clone(&self.plan),
+            node,
+        }
     }
 }
 

@@ -1,16 +1,20 @@
 //! Speed of the Nexmark generator, the JSON writer and the JSON parser, in events per second.
 //!
-//! `cargo bench -p spate-nexmark --bench generator`. Each benchmark handles one batch of
-//! events, so criterion's throughput line reads directly as events/s (per core).
+//! `cargo bench -p spate-nexmark --bench generator`. Every benchmark handles `EVENTS` events
+//! per iteration in batches of `BATCH` (as an engine would), so criterion's throughput line
+//! reads directly as events per second on one core.
 
 use std::hint::black_box;
 
-use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use spate_nexmark::generator::{GeneratorConfig, GeneratorShared, NexmarkGenerator};
 use spate_nexmark::json::{parse_event, write_event};
 use spate_nexmark::model::Event;
 
-const BATCH: usize = 100_000;
+/// Events per iteration.
+const EVENTS: usize = 100 * BATCH;
+/// Events per batch.
+const BATCH: usize = 1024;
 
 fn config() -> GeneratorConfig {
     GeneratorConfig {
@@ -27,92 +31,109 @@ fn events(n: usize) -> Vec<Event> {
     out
 }
 
+fn lines(text: &[u8]) -> Vec<&[u8]> {
+    text.split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .collect()
+}
+
 fn generate(c: &mut Criterion) {
     let mut group = c.benchmark_group("generator");
-    group.throughput(Throughput::Elements(BATCH as u64));
+    group.throughput(Throughput::Elements(EVENTS as u64));
     let cfg = config();
     let shared = GeneratorShared::cached(&cfg);
-    // An unbounded generator keeps going across iterations, as in a long job; the batch is
-    // dropped each time, as a pass-through query would.
+    // Unbounded generators keep going across iterations, as in a long job; each batch is
+    // dropped, as a pass-through query would.
     let mut generator = NexmarkGenerator::with_shared(&cfg, 0, shared.clone()).expect("generator");
-    let mut buf = Vec::with_capacity(BATCH);
+    let mut batch = Vec::with_capacity(BATCH);
     group.bench_function("fill", |b| {
         b.iter(|| {
-            buf.clear();
-            generator.fill(&mut buf, BATCH);
-            black_box(buf.len())
+            for _ in 0..EVENTS / BATCH {
+                batch.clear();
+                generator.fill(&mut batch, BATCH);
+                black_box(&batch);
+            }
+        })
+    });
+    let mut generator = NexmarkGenerator::with_shared(&cfg, 0, shared.clone()).expect("generator");
+    group.bench_function("next_event", |b| {
+        b.iter(|| {
+            for _ in 0..EVENTS {
+                black_box(generator.next_event());
+            }
         })
     });
     let mut generator = NexmarkGenerator::with_shared(&cfg, 0, shared).expect("generator");
-    group.bench_function("next_event", |b| {
-        b.iter(|| {
-            let mut sum = 0i64;
-            for _ in 0..BATCH {
-                let e = generator.next_event().expect("unbounded");
-                sum = sum.wrapping_add(e.date_time());
-            }
-            black_box(sum)
-        })
-    });
-    let mut generator = NexmarkGenerator::new(&config(), 0).expect("generator");
-    let mut line = Vec::with_capacity(BATCH * 300);
+    let mut out = Vec::with_capacity(BATCH * 400);
     group.bench_function("fill+write_event", |b| {
         b.iter(|| {
-            buf.clear();
-            line.clear();
-            generator.fill(&mut buf, BATCH);
-            for e in &buf {
-                write_event(e, &mut line);
+            for _ in 0..EVENTS / BATCH {
+                batch.clear();
+                out.clear();
+                generator.fill(&mut batch, BATCH);
+                for e in &batch {
+                    write_event(e, &mut out);
+                }
+                black_box(&out);
             }
-            black_box(line.len())
         })
     });
     group.finish();
 }
 
 fn json(c: &mut Criterion) {
-    let events = events(BATCH);
+    let events = events(EVENTS);
     let mut group = c.benchmark_group("json");
-    group.throughput(Throughput::Elements(BATCH as u64));
-    let mut out = Vec::with_capacity(BATCH * 300);
+    group.throughput(Throughput::Elements(EVENTS as u64));
+    let mut out = Vec::with_capacity(BATCH * 400);
     group.bench_function("write_event", |b| {
         b.iter(|| {
-            out.clear();
-            for e in &events {
-                write_event(e, &mut out);
+            for chunk in events.chunks(BATCH) {
+                out.clear();
+                for e in chunk {
+                    write_event(e, &mut out);
+                }
+                black_box(&out);
             }
-            black_box(out.len())
         })
     });
-    let text = out.clone();
-    let lines: Vec<&[u8]> = text
-        .split(|&b| b == b'\n')
-        .filter(|l| !l.is_empty())
-        .collect();
-    assert_eq!(lines.len(), BATCH);
-    eprintln!(
-        "json: {:.1} bytes per line",
-        text.len() as f64 / BATCH as f64
-    );
-    group.bench_function("parse_event", |b| {
-        b.iter_batched_ref(
-            || Vec::with_capacity(BATCH),
-            |parsed: &mut Vec<Event>| {
-                for line in &lines {
-                    parsed.push(parse_event(line).expect("generated lines parse"));
+
+    let mut text = Vec::new();
+    for e in &events {
+        write_event(e, &mut text);
+    }
+    let generated = lines(&text);
+    // The same events with sorted keys: the general parser's path.
+    let mut sorted_text = Vec::new();
+    for line in &generated {
+        let v: serde_json::Value = serde_json::from_slice(line).expect("valid JSON");
+        serde_json::to_writer(&mut sorted_text, &v).expect("write JSON");
+        sorted_text.push(b'\n');
+    }
+    let sorted = lines(&sorted_text);
+    let mut parsed = Vec::with_capacity(BATCH);
+    for (name, input) in [
+        ("parse_event", &generated),
+        ("parse_event_general", &sorted),
+    ] {
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                for chunk in input.chunks(BATCH) {
+                    parsed.clear();
+                    for line in chunk {
+                        parsed.push(parse_event(line).expect("generated lines parse"));
+                    }
+                    black_box(&parsed);
                 }
-            },
-            BatchSize::LargeInput,
-        )
-    });
+            })
+        });
+    }
     group.bench_function("serde_json_value", |b| {
         b.iter(|| {
-            let mut n = 0usize;
-            for line in &lines {
+            for line in &generated {
                 let v: serde_json::Value = serde_json::from_slice(line).expect("valid JSON");
-                n += v.as_object().map_or(0, |o| o.len());
+                black_box(v);
             }
-            black_box(n)
         })
     });
     group.finish();

@@ -165,7 +165,13 @@ pub fn q0(events: &DataStream<Event>) -> DataStream<BidRow> {
 }
 
 fn bid_row(b: Bid) -> BidRow {
-    BidRow { auction: b.auction, bidder: b.bidder, price: b.price, date_time: b.date_time, extra: b.extra }
+    BidRow {
+        auction: b.auction,
+        bidder: b.bidder,
+        price: b.price,
+        date_time: b.date_time,
+        extra: b.extra,
+    }
 }
 
 /// q1: bids with the price converted to euro (`0.908 * price`), kept exact in thousandths.
@@ -185,7 +191,10 @@ pub fn q2(events: &DataStream<Event>) -> DataStream<AuctionPriceRow> {
     bids(events)
         .filter(|b| b.auction % 123 == 0)
         .name("q2.filter")
-        .map(|b| AuctionPriceRow { auction: b.auction, price: b.price })
+        .map(|b| AuctionPriceRow {
+            auction: b.auction,
+            price: b.price,
+        })
         .name("q2.project")
 }
 
@@ -264,7 +273,8 @@ fn write_milli_decimal(milli: i64, out: &mut Vec<u8>) {
     use std::io::Write;
     let sign = if milli < 0 { "-" } else { "" };
     let abs = milli.unsigned_abs();
-    write!(out, "\"{sign}{}.{:03}\"", abs / 1000, abs % 1000).expect("writing to a Vec cannot fail");
+    write!(out, "\"{sign}{}.{:03}\"", abs / 1000, abs % 1000)
+        .expect("writing to a Vec cannot fail");
 }
 
 impl Row for BidRow {

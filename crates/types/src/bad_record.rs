@@ -54,14 +54,23 @@ mod tests {
 
     #[test]
     fn parses_policies() {
-        assert_eq!("fail".parse::<BadRecordPolicy>().unwrap(), BadRecordPolicy::Fail);
-        assert_eq!("drop".parse::<BadRecordPolicy>().unwrap(), BadRecordPolicy::Drop);
+        assert_eq!(
+            "fail".parse::<BadRecordPolicy>().unwrap(),
+            BadRecordPolicy::Fail
+        );
+        assert_eq!(
+            "drop".parse::<BadRecordPolicy>().unwrap(),
+            BadRecordPolicy::Drop
+        );
         assert_eq!(
             "dead-letter=/tmp/x".parse::<BadRecordPolicy>().unwrap(),
             BadRecordPolicy::DeadLetter("/tmp/x".into())
         );
         let err = "skip".parse::<BadRecordPolicy>().unwrap_err().to_string();
-        assert!(err.contains("skip") && err.contains("dead-letter=PATH"), "{err}");
+        assert!(
+            err.contains("skip") && err.contains("dead-letter=PATH"),
+            "{err}"
+        );
         assert!("dead-letter=".parse::<BadRecordPolicy>().is_err());
     }
 }

@@ -77,12 +77,18 @@ impl SpateError {
 
     /// An I/O error on `path`.
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        SpateError::Io { path: path.into(), source }
+        SpateError::Io {
+            path: path.into(),
+            source,
+        }
     }
 
     /// An I/O error with a short description of what was being done.
     pub fn io_context(context: impl Into<String>, source: std::io::Error) -> Self {
-        SpateError::IoContext { context: context.into(), source }
+        SpateError::IoContext {
+            context: context.into(),
+            source,
+        }
     }
 }
 

@@ -67,7 +67,10 @@ pub struct KeyGroupRange {
 impl KeyGroupRange {
     /// The groups owned by worker `index` of `parallelism`.
     pub fn for_worker(index: usize, parallelism: usize, max_parallelism: u32) -> Self {
-        assert!(index < parallelism, "worker index {index} out of {parallelism}");
+        assert!(
+            index < parallelism,
+            "worker index {index} out of {parallelism}"
+        );
         let m = u64::from(max_parallelism);
         let p = parallelism as u64;
         let i = index as u64;
@@ -119,8 +122,16 @@ mod tests {
     fn hash_is_stable() {
         // Fixed values: a change here would silently re-partition every saved state.
         assert_eq!(key_group(&42u64, 128), key_group(&42u64, 128));
-        assert_eq!(stable_hash("auction"), stable_hash(&String::from("auction")));
-        let groups: std::collections::HashSet<_> = (0u64..10_000).map(|k| key_group(&k, 128)).collect();
-        assert_eq!(groups.len(), 128, "small integer keys must reach every group");
+        assert_eq!(
+            stable_hash("auction"),
+            stable_hash(&String::from("auction"))
+        );
+        let groups: std::collections::HashSet<_> =
+            (0u64..10_000).map(|k| key_group(&k, 128)).collect();
+        assert_eq!(
+            groups.len(),
+            128,
+            "small integer keys must reach every group"
+        );
     }
 }

@@ -32,5 +32,8 @@ pub use value::Value;
 /// Records are cloned when a stream fans out, sent between worker threads, and serialized
 /// (with `serde`, as bincode) when they cross a process boundary. Dynamic records satisfy it
 /// too: see [`Value`].
-pub trait Data: Clone + Send + Sync + serde::Serialize + serde::de::DeserializeOwned + 'static {}
+pub trait Data:
+    Clone + Send + Sync + serde::Serialize + serde::de::DeserializeOwned + 'static
+{
+}
 impl<T: Clone + Send + Sync + serde::Serialize + serde::de::DeserializeOwned + 'static> Data for T {}

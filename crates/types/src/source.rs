@@ -44,7 +44,11 @@ impl<'a, T> SourceOutput<'a, T> {
         dead_letters: &'a mut Vec<DeadLetter>,
         dropped: &'a mut u64,
     ) -> Self {
-        SourceOutput { records, dead_letters, dropped }
+        SourceOutput {
+            records,
+            dead_letters,
+            dropped,
+        }
     }
 
     /// Emits one good record.
@@ -93,7 +97,11 @@ pub trait SourceReader<T> {
     ///
     /// A malformed record under the `fail` policy is an `Err` ([`crate::SpateError::BadRecord`]),
     /// which fails the job. Under `drop` and `dead-letter` the reader counts or routes it and goes on.
-    fn poll(&mut self, out: &mut SourceOutput<'_, T>, max_records: usize) -> SpateResult<SourceStatus>;
+    fn poll(
+        &mut self,
+        out: &mut SourceOutput<'_, T>,
+        max_records: usize,
+    ) -> SpateResult<SourceStatus>;
 
     /// Progress of a bounded reader, as `(done, total)` in a unit of its choice (bytes, events).
     /// `None` for unbounded readers.

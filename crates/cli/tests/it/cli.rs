@@ -6,7 +6,11 @@ use crate::{ok, spate};
 
 fn first_event_lines(n: usize) -> Vec<String> {
     let out = ok(spate().args(["nexmark", "gen", "--events", &n.to_string(), "--out", "-"]));
-    String::from_utf8(out.stdout).unwrap().lines().map(str::to_owned).collect()
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect()
 }
 
 #[test]
@@ -23,7 +27,10 @@ fn bad_flags_get_one_line_errors() {
         assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
         assert!(err.starts_with("error: "), "{err}");
     }
-    let out = spate().args(["nexmark", "run", "--query", "q0", "--workers", "0"]).output().unwrap();
+    let out = spate()
+        .args(["nexmark", "run", "--query", "q0", "--workers", "0"])
+        .output()
+        .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
@@ -46,7 +53,16 @@ fn malformed_input_follows_the_policy() {
     drop(f);
     let run = |policy: &str| {
         spate()
-            .args(["nexmark", "run", "--no-progress", "--json", "--query", "q0", "--workers", "2"])
+            .args([
+                "nexmark",
+                "run",
+                "--no-progress",
+                "--json",
+                "--query",
+                "q0",
+                "--workers",
+                "2",
+            ])
             .arg("--input")
             .arg(&input)
             .args(["--bad-records", policy])
@@ -69,13 +85,21 @@ fn malformed_input_follows_the_policy() {
 
     let dl = dir.path().join("dead.jsonl");
     let dead = run(&format!("dead-letter={}", dl.display()));
-    assert!(dead.status.success(), "{}", String::from_utf8_lossy(&dead.stderr));
+    assert!(
+        dead.status.success(),
+        "{}",
+        String::from_utf8_lossy(&dead.stderr)
+    );
     let summary: serde_json::Value = serde_json::from_slice(&dead.stdout).unwrap();
     assert_eq!(summary["dead_lettered"], 3);
     let text = std::fs::read_to_string(&dl).unwrap();
     let mut got: Vec<u64> = text
         .lines()
-        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["line"].as_u64().unwrap())
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["line"]
+                .as_u64()
+                .unwrap()
+        })
         .collect();
     got.sort();
     assert_eq!(got, bad.iter().map(|i| *i as u64 + 1).collect::<Vec<_>>());
@@ -83,9 +107,19 @@ fn malformed_input_follows_the_policy() {
 
 #[test]
 fn bench_prints_one_json_line_per_query() {
-    let out = ok(spate().args(["bench", "nexmark", "--queries", "q0,q2", "--events", "50000"]));
+    let out = ok(spate().args([
+        "bench",
+        "nexmark",
+        "--queries",
+        "q0,q2",
+        "--events",
+        "50000",
+    ]));
     let text = String::from_utf8(out.stdout).unwrap();
-    let lines: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     assert_eq!(lines.len(), 2);
     for (line, q) in lines.iter().zip(["q0", "q2"]) {
         assert_eq!(line["query"], q);

@@ -9,7 +9,19 @@ use crate::{ok, shared, spate};
 /// The seed7-20k input of `shared/nexmark/expected`, written by `spate nexmark gen`.
 fn seed7_input(dir: &Path) -> std::path::PathBuf {
     let input = dir.join("in.jsonl");
-    ok(spate().args(["nexmark", "gen", "--events", "20000", "--seed", "7", "--event-rate", "200", "--out"]).arg(&input));
+    ok(spate()
+        .args([
+            "nexmark",
+            "gen",
+            "--events",
+            "20000",
+            "--seed",
+            "7",
+            "--event-rate",
+            "200",
+            "--out",
+        ])
+        .arg(&input));
     input
 }
 
@@ -22,12 +34,25 @@ fn compare(out: &Path, expected: &Path) -> (bool, String) {
         .arg(expected)
         .output()
         .expect("python3 runs the canonical comparison");
-    (result.status.success(), String::from_utf8_lossy(&result.stdout).into_owned())
+    (
+        result.status.success(),
+        String::from_utf8_lossy(&result.stdout).into_owned(),
+    )
 }
 
 fn run_query(query: &str, input: &Path, output: &Path, workers: &str, processes: &str) {
     ok(spate()
-        .args(["nexmark", "run", "--no-progress", "--query", query, "--workers", workers, "--processes", processes])
+        .args([
+            "nexmark",
+            "run",
+            "--no-progress",
+            "--query",
+            query,
+            "--workers",
+            workers,
+            "--processes",
+            processes,
+        ])
         .arg("--input")
         .arg(input)
         .arg("--output")
@@ -38,10 +63,17 @@ fn run_query(query: &str, input: &Path, output: &Path, workers: &str, processes:
 fn generator_is_byte_identical_to_the_reference_input() {
     let dir = tempfile::tempdir().unwrap();
     let input = seed7_input(dir.path());
-    let sha = Command::new("sha256sum").arg(&input).output().expect("sha256sum runs");
-    let expected = std::fs::read_to_string(shared().join("nexmark/expected/seed7-20k/input.sha256")).unwrap();
+    let sha = Command::new("sha256sum")
+        .arg(&input)
+        .output()
+        .expect("sha256sum runs");
+    let expected =
+        std::fs::read_to_string(shared().join("nexmark/expected/seed7-20k/input.sha256")).unwrap();
     let got = String::from_utf8_lossy(&sha.stdout);
-    assert_eq!(got.split_whitespace().next(), expected.split_whitespace().next());
+    assert_eq!(
+        got.split_whitespace().next(),
+        expected.split_whitespace().next()
+    );
 }
 
 #[test]
@@ -54,7 +86,10 @@ fn queries_match_flink_on_one_and_several_workers() {
             let out = dir.path().join(format!("{query}-{workers}.out"));
             run_query(query, &input, &out, workers, "1");
             let (same, report) = compare(&out, &expected);
-            assert!(same, "{query} on {workers} workers differs from Flink: {report}");
+            assert!(
+                same,
+                "{query} on {workers} workers differs from Flink: {report}"
+            );
         }
     }
 }
@@ -69,7 +104,10 @@ fn multi_process_runs_equal_single_worker_runs() {
         run_query(query, &input, &single, "1", "1");
         run_query(query, &input, &multi, "2", "2");
         let (same, report) = compare(&multi, &single);
-        assert!(same, "{query} on 2 processes differs from 1 worker: {report}");
+        assert!(
+            same,
+            "{query} on 2 processes differs from 1 worker: {report}"
+        );
     }
 }
 
@@ -79,8 +117,24 @@ fn generated_runs_do_not_depend_on_workers_or_processes() {
     let run = |name: &str, workers: &str, processes: &str| {
         let out = dir.path().join(name);
         ok(spate()
-            .args(["nexmark", "run", "--no-progress", "--query", "q3", "--events", "200000"])
-            .args(["--partitions", "4", "--workers", workers, "--processes", processes, "--output"])
+            .args([
+                "nexmark",
+                "run",
+                "--no-progress",
+                "--query",
+                "q3",
+                "--events",
+                "200000",
+            ])
+            .args([
+                "--partitions",
+                "4",
+                "--workers",
+                workers,
+                "--processes",
+                processes,
+                "--output",
+            ])
             .arg(&out));
         out
     };
@@ -91,5 +145,8 @@ fn generated_runs_do_not_depend_on_workers_or_processes() {
     let (same, report) = compare(&four, &one);
     assert!(same, "4 workers differ from 1: {report}");
     let (same, report) = compare(&two_by_two, &one);
-    assert!(same, "2 processes × 2 workers differ from 1 worker: {report}");
+    assert!(
+        same,
+        "2 processes × 2 workers differ from 1 worker: {report}"
+    );
 }

@@ -96,7 +96,9 @@ impl<T: DeserializeOwned + Send + 'static> Source<T> for CsvSource<T> {
         true
     }
 
-    fn dead_letter_sink(&self) -> Option<std::sync::Arc<dyn spate_types::Sink<spate_types::DeadLetter>>> {
+    fn dead_letter_sink(
+        &self,
+    ) -> Option<std::sync::Arc<dyn spate_types::Sink<spate_types::DeadLetter>>> {
         crate::bad::dead_letter_sink(&self.policy)
     }
 

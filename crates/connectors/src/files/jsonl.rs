@@ -167,7 +167,9 @@ impl<T: Send + 'static> Source<T> for JsonLinesSource<T> {
         true
     }
 
-    fn dead_letter_sink(&self) -> Option<std::sync::Arc<dyn spate_types::Sink<spate_types::DeadLetter>>> {
+    fn dead_letter_sink(
+        &self,
+    ) -> Option<std::sync::Arc<dyn spate_types::Sink<spate_types::DeadLetter>>> {
         crate::bad::dead_letter_sink(&self.policy)
     }
 

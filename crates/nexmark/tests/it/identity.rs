@@ -4,11 +4,12 @@ use std::path::Path;
 use std::process::Command;
 
 use spate_nexmark::generator::GeneratorConfig;
+use spate_nexmark::json::write_event_flat;
 
 use crate::util::{generate_all, lines, to_jsonl, SHARED};
 
 /// Runs the Python reference generator and returns what it wrote.
-fn python_jsonl(dir: &Path, cfg: &GeneratorConfig) -> Vec<u8> {
+fn python_jsonl(dir: &Path, cfg: &GeneratorConfig, flat: bool) -> Vec<u8> {
     let script = Path::new(SHARED).join("anchors/nexmark_gen.py");
     assert!(
         script.is_file(),
@@ -30,10 +31,18 @@ fn python_jsonl(dir: &Path, cfg: &GeneratorConfig) -> Vec<u8> {
     if cfg.beam_bidder {
         cmd.arg("--beam-bidder");
     }
-    let status = cmd.status().unwrap_or_else(|e| {
+    if flat {
+        cmd.arg("--flat");
+    }
+    let run = cmd.output().unwrap_or_else(|e| {
         panic!("cannot run `python3` (it must be on PATH for the byte-identity tests): {e}")
     });
-    assert!(status.success(), "the reference generator failed: {status}");
+    assert!(
+        run.status.success(),
+        "the reference generator failed ({}): {}",
+        run.status,
+        String::from_utf8_lossy(&run.stderr)
+    );
     std::fs::read(&out).expect("read the reference output")
 }
 
@@ -60,7 +69,7 @@ fn assert_same(rust: &[u8], python: &[u8], what: &str) {
 
 fn check(cfg: GeneratorConfig) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let python = python_jsonl(dir.path(), &cfg);
+    let python = python_jsonl(dir.path(), &cfg, false);
     let rust = to_jsonl(&generate_all(&cfg));
     assert_same(&rust, &python, &format!("{cfg:?}"));
 }
@@ -116,6 +125,23 @@ fn odd_rate_and_leap_day_base_time() {
         events: Some(3_000),
         ..Default::default()
     });
+}
+
+#[test]
+fn flat_form() {
+    let cfg = GeneratorConfig {
+        seed: 8,
+        rate: 500.0,
+        events: Some(3_000),
+        ..Default::default()
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let python = python_jsonl(dir.path(), &cfg, true);
+    let mut rust = Vec::new();
+    for e in generate_all(&cfg) {
+        write_event_flat(&e, &mut rust);
+    }
+    assert_same(&rust, &python, "flat form");
 }
 
 /// The input of Flink's expected results in `shared/nexmark/expected/seed7-20k`.

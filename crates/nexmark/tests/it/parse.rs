@@ -471,8 +471,19 @@ fn agrees_with_oracle(line: &[u8]) -> Result<(), TestCaseError> {
     Ok(())
 }
 
+/// 2000 cases from a fixed seed; `PROPTEST_CASES` and `PROPTEST_SEED` override them.
+fn config() -> ProptestConfig {
+    let env = |name: &str| std::env::var(name).ok().and_then(|v| v.parse::<u64>().ok());
+    ProptestConfig {
+        cases: env("PROPTEST_CASES").map_or(2000, |n| n as u32),
+        rng_seed: proptest::test_runner::RngSeed::Fixed(env("PROPTEST_SEED").unwrap_or(0x5EED)),
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    }
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+    #![proptest_config(config())]
 
     /// Any event, written by the writer, parses back to itself.
     #[test]
