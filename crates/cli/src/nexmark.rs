@@ -77,11 +77,14 @@ pub struct RunArgs {
     /// Generated events (without --input); default 1000000.
     #[arg(long)]
     pub events: Option<u64>,
+    /// Generate without end (stop with Ctrl-C or SIGTERM: sinks are flushed, exit code 0).
+    #[arg(long, conflicts_with = "events")]
+    pub unbounded: bool,
     /// Wall-clock limit on generated events per second, over the whole job.
     #[arg(long)]
     pub rate: Option<f64>,
     /// Read events from this JSON-lines file or directory instead of the generator.
-    #[arg(long, conflicts_with_all = ["events", "rate"])]
+    #[arg(long, conflicts_with_all = ["events", "rate", "unbounded"])]
     pub input: Option<PathBuf>,
     /// Worker threads per process.
     #[arg(long, default_value_t = 1)]
@@ -195,9 +198,13 @@ fn run_query(args: &RunArgs) -> Result<()> {
             (env.from_source(source).name("events"), "bytes")
         }
         None => {
-            let events = args.events.unwrap_or(1_000_000);
+            let events = if args.unbounded {
+                None
+            } else {
+                Some(args.events.unwrap_or(1_000_000))
+            };
             let partitions = args.partitions.unwrap_or(total_workers);
-            let cfg = args.generator.config(Some(events), partitions);
+            let cfg = args.generator.config(events, partitions);
             cfg.validate()?;
             (
                 env.from_source(NexmarkSource::new(cfg, args.rate)?)
