@@ -73,7 +73,7 @@ fn write_u64(mut v: u64, out: &mut Vec<u8>) {
 
 /// Appends the decimal form of `v` (with a `-` when negative).
 #[inline]
-fn write_i64(v: i64, out: &mut Vec<u8>) {
+pub(crate) fn write_i64(v: i64, out: &mut Vec<u8>) {
     if v < 0 {
         out.push(b'-');
     }
@@ -88,7 +88,7 @@ fn write_2(v: u32, out: &mut Vec<u8>) {
 
 /// Appends a JSON string (with its quotes), escaping `"`, `\` and control characters.
 #[inline]
-fn write_str(s: &str, out: &mut Vec<u8>) {
+pub(crate) fn write_str(s: &str, out: &mut Vec<u8>) {
     let b = s.as_bytes();
     // No early exit, so that it vectorizes: strings are short.
     let (quote, control) = b.iter().fold((false, false), |(q, c), &x| {
@@ -135,7 +135,7 @@ fn write_str_slow(b: &[u8], out: &mut Vec<u8>) {
 }
 
 #[inline]
-fn write_ts(ms: i64, out: &mut Vec<u8>) {
+pub(crate) fn write_ts(ms: i64, out: &mut Vec<u8>) {
     out.push(b'"');
     format_timestamp(ms, out);
     out.push(b'"');

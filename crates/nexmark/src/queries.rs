@@ -18,7 +18,7 @@ use std::sync::Arc;
 use spate_dataflow::DataStream;
 use spate_types::{Data, SpateError};
 
-use crate::json::format_timestamp;
+use crate::json::{write_i64 as write_int, write_str, write_ts};
 use crate::model::{Auction, Bid, Event, Person};
 
 /// A query's output row.
@@ -251,21 +251,6 @@ pub fn q3(events: &DataStream<Event>) -> DataStream<SellerRow> {
             },
         )
         .name("q3.join")
-}
-
-fn write_str(s: &str, out: &mut Vec<u8>) {
-    serde_json::to_writer(&mut *out, s).expect("writing to a Vec cannot fail");
-}
-
-fn write_int(i: i64, out: &mut Vec<u8>) {
-    use std::io::Write;
-    write!(out, "{i}").expect("writing to a Vec cannot fail");
-}
-
-fn write_ts(ms: i64, out: &mut Vec<u8>) {
-    out.push(b'"');
-    format_timestamp(ms, out);
-    out.push(b'"');
 }
 
 /// Writes thousandths as a DECIMAL(_, 3) string: `1000616` → `"1000.616"`.
