@@ -1,18 +1,16 @@
 //! Two-input streams: `connect` with `co_map` / `co_flat_map`, and keyed co-processing.
 
-use std::collections::HashMap;
 use std::hash::Hash;
 use std::rc::Rc;
 use std::sync::Arc;
 
-use rustc_hash::FxBuildHasher;
 use spate_types::Data;
 use timely::container::CapacityContainerBuilder;
 use timely::dataflow::channels::pact::{Exchange, Pipeline};
 use timely::dataflow::operators::Operator;
 
 use crate::execute::BuildCtx;
-use crate::keyed::{key_route, KeyedStream};
+use crate::keyed::{key_route, KeyedStates, KeyedStream};
 use crate::plan::{ErasedStream, NodeKind, TStream};
 use crate::stream::{add_node, DataStream};
 
@@ -156,18 +154,13 @@ impl<K: Data + Hash + Eq, A: Data, B: Data> ConnectedKeyedStreams<K, A, B> {
                     p2,
                     name,
                     move |_, _| {
-                        let mut state: HashMap<K, S, FxBuildHasher> = HashMap::default();
+                        let mut state = KeyedStates::new();
                         let mut out = Vec::new();
                         move |in1, in2, output| {
                             in1.for_each_stamp(|cap, data| {
                                 for batch in data {
                                     for a in batch.drain(..) {
-                                        let k = k1(&a);
-                                        let mut slot = state.remove(&k);
-                                        f1(&k, &mut slot, a, &mut out);
-                                        if let Some(s) = slot {
-                                            state.insert(k, s);
-                                        }
+                                        state.apply(k1(&a), a, &mut out, &*f1);
                                     }
                                 }
                                 if !out.is_empty() {
@@ -178,12 +171,7 @@ impl<K: Data + Hash + Eq, A: Data, B: Data> ConnectedKeyedStreams<K, A, B> {
                             in2.for_each_stamp(|cap, data| {
                                 for batch in data {
                                     for b in batch.drain(..) {
-                                        let k = k2(&b);
-                                        let mut slot = state.remove(&k);
-                                        f2(&k, &mut slot, b, &mut out);
-                                        if let Some(s) = slot {
-                                            state.insert(k, s);
-                                        }
+                                        state.apply(k2(&b), b, &mut out, &*f2);
                                     }
                                 }
                                 if !out.is_empty() {

@@ -26,6 +26,35 @@ pub(crate) fn key_route<K: Hash>(key: &K, max_parallelism: u32, peers: usize) ->
     worker_for_key_group(key_group(key, max_parallelism), max_parallelism, peers) as u64
 }
 
+/// One operator instance's per-key state, for the keys its key groups own.
+pub(crate) struct KeyedStates<K, S> {
+    states: HashMap<K, S, FxBuildHasher>,
+}
+
+impl<K: Hash + Eq, S> KeyedStates<K, S> {
+    pub(crate) fn new() -> Self {
+        KeyedStates {
+            states: HashMap::default(),
+        }
+    }
+
+    /// Runs `f` on `record` with its key's state: `None` until set, and setting it to `None`
+    /// deletes it.
+    pub(crate) fn apply<X, R>(
+        &mut self,
+        key: K,
+        record: X,
+        out: &mut Vec<R>,
+        f: impl FnOnce(&K, &mut Option<S>, X, &mut Vec<R>),
+    ) {
+        let mut slot = self.states.remove(&key);
+        f(&key, &mut slot, record, out);
+        if let Some(s) = slot {
+            self.states.insert(key, s);
+        }
+    }
+}
+
 /// A stream partitioned by a key of type `K`.
 pub struct KeyedStream<K, T> {
     pub(crate) stream: DataStream<T>,
@@ -67,18 +96,13 @@ impl<K: Data + Hash + Eq, T: Data> KeyedStream<K, T> {
                 let (maxp, peers) = (ctx.config().max_parallelism, ctx.peers());
                 let pact = Exchange::new(move |x: &T| key_route(&route_key(x), maxp, peers));
                 input.unary::<CapacityContainerBuilder<Vec<R>>, _, _, _>(pact, name, move |_, _| {
-                    let mut state: HashMap<K, S, FxBuildHasher> = HashMap::default();
+                    let mut state = KeyedStates::new();
                     let mut out = Vec::new();
                     move |input, output| {
                         input.for_each_stamp(|cap, data| {
                             for batch in data {
                                 for x in batch.drain(..) {
-                                    let k = key(&x);
-                                    let mut slot = state.remove(&k);
-                                    f(&k, &mut slot, x, &mut out);
-                                    if let Some(s) = slot {
-                                        state.insert(k, s);
-                                    }
+                                    state.apply(key(&x), x, &mut out, &*f);
                                 }
                             }
                             if !out.is_empty() {

@@ -107,17 +107,27 @@ impl<T: Data> DataStream<T> {
         self.plan.borrow().nodes[self.node].name.clone()
     }
 
-    /// Applies `f` to every record.
-    pub fn map<R: Data>(&self, f: impl Fn(T) -> R + Send + Sync + 'static) -> DataStream<R> {
+    /// Adds a forward (worker-local) operator that turns each input batch into an output
+    /// batch with `f`; `map`, `filter`, `flat_map` and `inspect` are all this shape.
+    fn batch_node<R: Data>(
+        &self,
+        op: &str,
+        f: impl Fn(&mut Vec<T>, &mut Vec<R>) + Send + Sync + 'static,
+    ) -> DataStream<R> {
         let f = Arc::new(f);
-        self.unary_node("map", "forward", move |_ctx, input, name| {
+        self.unary_node(op, "forward", move |_ctx, input, name| {
             let f = Arc::clone(&f);
             input.unary::<CapacityContainerBuilder<Vec<R>>, _, _, _>(Pipeline, name, move |_, _| {
+                let mut out = Vec::new();
                 move |input, output| {
                     input.for_each_stamp(|cap, data| {
                         let mut session = output.session(&cap);
                         for batch in data {
-                            session.give_iterator(batch.drain(..).map(|x| f(x)));
+                            f(batch, &mut out);
+                            if !out.is_empty() {
+                                session.give_container(&mut out);
+                                out.clear();
+                            }
                         }
                     });
                 }
@@ -125,24 +135,16 @@ impl<T: Data> DataStream<T> {
         })
     }
 
+    /// Applies `f` to every record.
+    pub fn map<R: Data>(&self, f: impl Fn(T) -> R + Send + Sync + 'static) -> DataStream<R> {
+        self.batch_node("map", move |batch, out| out.extend(batch.drain(..).map(&f)))
+    }
+
     /// Keeps the records for which `f` is true.
     pub fn filter(&self, f: impl Fn(&T) -> bool + Send + Sync + 'static) -> DataStream<T> {
-        let f = Arc::new(f);
-        self.unary_node("filter", "forward", move |_ctx, input, name| {
-            let f = Arc::clone(&f);
-            input.unary::<CapacityContainerBuilder<Vec<T>>, _, _, _>(Pipeline, name, move |_, _| {
-                move |input, output| {
-                    input.for_each_stamp(|cap, data| {
-                        let mut session = output.session(&cap);
-                        for batch in data {
-                            batch.retain(|x| f(x));
-                            if !batch.is_empty() {
-                                session.give_container(batch);
-                            }
-                        }
-                    });
-                }
-            })
+        self.batch_node("filter", move |batch, out| {
+            batch.retain(&f);
+            std::mem::swap(batch, out);
         })
     }
 
@@ -151,40 +153,16 @@ impl<T: Data> DataStream<T> {
     where
         I: IntoIterator<Item = R>,
     {
-        let f = Arc::new(f);
-        self.unary_node("flat_map", "forward", move |_ctx, input, name| {
-            let f = Arc::clone(&f);
-            input.unary::<CapacityContainerBuilder<Vec<R>>, _, _, _>(Pipeline, name, move |_, _| {
-                move |input, output| {
-                    input.for_each_stamp(|cap, data| {
-                        let mut session = output.session(&cap);
-                        for batch in data {
-                            for x in batch.drain(..) {
-                                session.give_iterator(f(x).into_iter());
-                            }
-                        }
-                    });
-                }
-            })
+        self.batch_node("flat_map", move |batch, out| {
+            out.extend(batch.drain(..).flat_map(&f))
         })
     }
 
     /// Calls `f` on every record and passes the records on unchanged.
     pub fn inspect(&self, f: impl Fn(&T) + Send + Sync + 'static) -> DataStream<T> {
-        let f = Arc::new(f);
-        self.unary_node("inspect", "forward", move |_ctx, input, name| {
-            let f = Arc::clone(&f);
-            input.unary::<CapacityContainerBuilder<Vec<T>>, _, _, _>(Pipeline, name, move |_, _| {
-                move |input, output| {
-                    input.for_each_stamp(|cap, data| {
-                        let mut session = output.session(&cap);
-                        for batch in data {
-                            batch.iter().for_each(|x| f(x));
-                            session.give_container(batch);
-                        }
-                    });
-                }
-            })
+        self.batch_node("inspect", move |batch, out| {
+            batch.iter().for_each(&f);
+            std::mem::swap(batch, out);
         })
     }
 

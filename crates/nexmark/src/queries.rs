@@ -262,36 +262,30 @@ fn write_milli_decimal(milli: i64, out: &mut Vec<u8>) {
         .expect("writing to a Vec cannot fail");
 }
 
+/// Writes a bid row; q0 and q1 differ only in how the price is written.
+fn write_bid_row(r: &BidRow, out: &mut Vec<u8>, write_price: fn(i64, &mut Vec<u8>)) {
+    out.push(b'[');
+    write_int(r.auction, out);
+    out.push(b',');
+    write_int(r.bidder, out);
+    out.push(b',');
+    write_price(r.price, out);
+    out.push(b',');
+    write_ts(r.date_time, out);
+    out.push(b',');
+    write_str(&r.extra, out);
+    out.push(b']');
+}
+
 impl Row for BidRow {
     fn write_json(&self, out: &mut Vec<u8>) {
-        out.push(b'[');
-        write_int(self.auction, out);
-        out.push(b',');
-        write_int(self.bidder, out);
-        out.push(b',');
-        write_int(self.price, out);
-        out.push(b',');
-        write_ts(self.date_time, out);
-        out.push(b',');
-        write_str(&self.extra, out);
-        out.push(b']');
+        write_bid_row(self, out, write_int);
     }
 }
 
 impl Row for EuroBidRow {
     fn write_json(&self, out: &mut Vec<u8>) {
-        let r = &self.0;
-        out.push(b'[');
-        write_int(r.auction, out);
-        out.push(b',');
-        write_int(r.bidder, out);
-        out.push(b',');
-        write_milli_decimal(r.price, out);
-        out.push(b',');
-        write_ts(r.date_time, out);
-        out.push(b',');
-        write_str(&r.extra, out);
-        out.push(b']');
+        write_bid_row(&self.0, out, write_milli_decimal);
     }
 }
 
