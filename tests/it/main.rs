@@ -2,5 +2,6 @@
 //! single-threaded evaluation, flow control, and bad input end to end.
 
 mod bad_input;
+mod event_time;
 mod flow_control;
 mod operators;

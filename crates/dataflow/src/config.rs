@@ -28,6 +28,8 @@ pub struct JobConfig {
     pub max_epochs_in_flight: u64,
     /// The most records asked of a source in one poll.
     pub poll_batch: usize,
+    /// How often sources (and timestamp assigners) emit watermarks; 200 ms as in Flink.
+    pub auto_watermark_interval: Duration,
 }
 
 impl Default for JobConfig {
@@ -42,6 +44,7 @@ impl Default for JobConfig {
             epoch_interval: Duration::from_millis(50),
             max_epochs_in_flight: 4,
             poll_batch: 4096,
+            auto_watermark_interval: Duration::from_millis(200),
         }
     }
 }

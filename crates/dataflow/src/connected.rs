@@ -11,8 +11,9 @@ use timely::dataflow::operators::Operator;
 
 use crate::execute::BuildCtx;
 use crate::keyed::{key_route, KeyedStates, KeyedStream};
-use crate::plan::{ErasedStream, NodeKind, TStream};
+use crate::plan::{ErasedStream, Flow, NodeKind};
 use crate::stream::{add_node, DataStream};
+use crate::time::Timestamp;
 
 /// Two streams of possibly different types, processed by one operator.
 pub struct ConnectedStreams<A, B> {
@@ -29,7 +30,7 @@ fn binary_node<A: Data, B: Data, R: Data, F>(
     build: F,
 ) -> DataStream<R>
 where
-    F: for<'s> Fn(&mut BuildCtx<'s>, TStream<'s, A>, TStream<'s, B>, &str) -> TStream<'s, R>
+    F: for<'s> Fn(&mut BuildCtx<'s>, Flow<'s, A>, Flow<'s, B>, &str) -> Flow<'s, R>
         + Send
         + Sync
         + 'static,
@@ -81,34 +82,40 @@ impl<A: Data, B: Data> ConnectedStreams<A, B> {
             &self.second,
             "co_flat_map",
             "forward",
-            move |_ctx, x, y, name| {
+            move |ctx, x, y, name| {
                 let (f1, f2) = (Arc::clone(&f1), Arc::clone(&f2));
-                x.binary::<_, CapacityContainerBuilder<Vec<R>>, _, _, _, _>(
-                    y,
-                    Pipeline,
-                    Pipeline,
-                    name,
-                    move |_, _| {
-                        move |in1, in2, output| {
-                            in1.for_each_stamp(|cap, data| {
-                                let mut session = output.session(&cap);
-                                for batch in data {
-                                    for a in batch.drain(..) {
-                                        session.give_iterator(f1(a).into_iter());
+                let wm = ctx.merge_wms(vec![x.wm, y.wm], name);
+                let data = x
+                    .data
+                    .binary::<_, CapacityContainerBuilder<Vec<(Timestamp, R)>>, _, _, _, _>(
+                        y.data,
+                        Pipeline,
+                        Pipeline,
+                        name,
+                        move |_, _| {
+                            move |in1, in2, output| {
+                                in1.for_each_stamp(|cap, data| {
+                                    let mut session = output.session(&cap);
+                                    for batch in data {
+                                        for (ts, a) in batch.drain(..) {
+                                            session
+                                                .give_iterator(f1(a).into_iter().map(|r| (ts, r)));
+                                        }
                                     }
-                                }
-                            });
-                            in2.for_each_stamp(|cap, data| {
-                                let mut session = output.session(&cap);
-                                for batch in data {
-                                    for b in batch.drain(..) {
-                                        session.give_iterator(f2(b).into_iter());
+                                });
+                                in2.for_each_stamp(|cap, data| {
+                                    let mut session = output.session(&cap);
+                                    for batch in data {
+                                        for (ts, b) in batch.drain(..) {
+                                            session
+                                                .give_iterator(f2(b).into_iter().map(|r| (ts, r)));
+                                        }
                                     }
-                                }
-                            });
-                        }
-                    },
-                )
+                                });
+                            }
+                        },
+                    );
+                Flow { data, wm }
             },
         )
     }
@@ -146,42 +153,48 @@ impl<K: Data + Hash + Eq, A: Data, B: Data> ConnectedKeyedStreams<K, A, B> {
                 let (k1, k2) = (Arc::clone(&k1), Arc::clone(&k2));
                 let (r1, r2) = (Arc::clone(&k1), Arc::clone(&k2));
                 let (maxp, peers) = (ctx.config().max_parallelism, ctx.peers());
-                let p1 = Exchange::new(move |a: &A| key_route(&r1(a), maxp, peers));
-                let p2 = Exchange::new(move |b: &B| key_route(&r2(b), maxp, peers));
-                x.binary::<_, CapacityContainerBuilder<Vec<R>>, _, _, _, _>(
-                    y,
-                    p1,
-                    p2,
-                    name,
-                    move |_, _| {
-                        let mut state = KeyedStates::new();
-                        let mut out = Vec::new();
-                        move |in1, in2, output| {
-                            in1.for_each_stamp(|cap, data| {
-                                for batch in data {
-                                    for a in batch.drain(..) {
-                                        state.apply(k1(&a), a, &mut out, &*f1);
+                let p1 = Exchange::new(move |a: &(Timestamp, A)| key_route(&r1(&a.1), maxp, peers));
+                let p2 = Exchange::new(move |b: &(Timestamp, B)| key_route(&r2(&b.1), maxp, peers));
+                let w1 = ctx.exchange_wm(x.wm, name);
+                let w2 = ctx.exchange_wm(y.wm, name);
+                let wm = ctx.merge_wms(vec![w1, w2], name);
+                let data = x
+                    .data
+                    .binary::<_, CapacityContainerBuilder<Vec<(Timestamp, R)>>, _, _, _, _>(
+                        y.data,
+                        p1,
+                        p2,
+                        name,
+                        move |_, _| {
+                            let mut state = KeyedStates::new();
+                            let mut out = Vec::new();
+                            move |in1, in2, output| {
+                                in1.for_each_stamp(|cap, data| {
+                                    for batch in data {
+                                        for (ts, a) in batch.drain(..) {
+                                            state.apply(k1(&a), ts, a, &mut out, &*f1);
+                                        }
                                     }
-                                }
-                                if !out.is_empty() {
-                                    output.session(&cap).give_container(&mut out);
-                                    out.clear();
-                                }
-                            });
-                            in2.for_each_stamp(|cap, data| {
-                                for batch in data {
-                                    for b in batch.drain(..) {
-                                        state.apply(k2(&b), b, &mut out, &*f2);
+                                    if !out.is_empty() {
+                                        output.session(&cap).give_container(&mut out);
+                                        out.clear();
                                     }
-                                }
-                                if !out.is_empty() {
-                                    output.session(&cap).give_container(&mut out);
-                                    out.clear();
-                                }
-                            });
-                        }
-                    },
-                )
+                                });
+                                in2.for_each_stamp(|cap, data| {
+                                    for batch in data {
+                                        for (ts, b) in batch.drain(..) {
+                                            state.apply(k2(&b), ts, b, &mut out, &*f2);
+                                        }
+                                    }
+                                    if !out.is_empty() {
+                                        output.session(&cap).give_container(&mut out);
+                                        out.clear();
+                                    }
+                                });
+                            }
+                        },
+                    );
+                Flow { data, wm }
             },
         )
     }

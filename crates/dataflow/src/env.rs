@@ -4,7 +4,7 @@ use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use spate_types::{Data, Source, SpateError, SpateResult};
@@ -12,8 +12,9 @@ use spate_types::{Data, Source, SpateError, SpateResult};
 use crate::cluster;
 use crate::config::JobConfig;
 use crate::execute::{install_signal_handler, run_worker, JobShared, Progress};
-use crate::plan::{ErasedStream, NodeKind, Plan};
+use crate::plan::{ErasedStream, NodeKind, Plan, StrategySlot};
 use crate::stream::{add_node, DataStream};
+use crate::time::WatermarkStrategy;
 
 /// The entry point of a job: add sources, build the graph on the streams, then `execute`.
 ///
@@ -133,10 +134,18 @@ impl StreamEnv {
     /// Like [`from_source`](Self::from_source), for a shared source.
     pub fn from_source_arc<T: Data>(&self, source: Arc<dyn Source<T>>) -> DataStream<T> {
         let op = format!("source:{}", source.name());
+        let slot: StrategySlot = Arc::new(Mutex::new(None));
+        let strategy = Arc::clone(&slot);
         let builder: crate::plan::Builder = Arc::new(move |ctx, _inputs, name| {
-            Some(ErasedStream::new(ctx.add_source(name, &source)))
+            let strategy = strategy
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .as_ref()
+                .and_then(|s| s.downcast_ref::<WatermarkStrategy<T>>().cloned());
+            Some(ErasedStream::new(ctx.add_source(name, &source, strategy)))
         });
         let node = add_node(&self.plan, &op, NodeKind::Source, vec![], "none", builder);
+        self.plan.borrow_mut().nodes[node].source_strategy = Some(slot);
         let stream = DataStream::from_node(Rc::clone(&self.plan), node);
         // Source names default to a short, stable form: `<name>-<id>`.
         let short = source_short_name(&op, node);

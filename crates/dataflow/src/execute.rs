@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use spate_types::{
     DeadLetter, Sink, SinkContext, SinkWriter, Source, SourceContext, SourceOutput, SourceReader,
-    SourceStatus, SpateError, SpateResult,
+    SourceStatus, SpateError, SpateResult, SplitMark,
 };
 use timely::container::CapacityContainerBuilder;
 use timely::dataflow::channels::pact::{Exchange, Pipeline};
@@ -33,7 +33,10 @@ use timely::dataflow::{InputHandleVec, ProbeHandle, Scope};
 
 use crate::config::JobConfig;
 use crate::metrics::Metrics;
-use crate::plan::{Epoch, ErasedStream, Plan, TStream};
+use crate::plan::{Epoch, ErasedStream, Flow, Plan, TStream, WStream};
+use crate::time::{
+    self, SourceWatermarks, Timestamp, WatermarkStrategy, WmMsg, MAX_WATERMARK, NO_TIMESTAMP,
+};
 
 /// Set by Ctrl-C / SIGTERM: every running job in the process stops its sources and drains.
 pub(crate) static STOP_REQUESTED: AtomicBool = AtomicBool::new(false);
@@ -136,12 +139,29 @@ impl<'s> BuildCtx<'s> {
         &self.shared.config
     }
 
+    /// The shared state of the job in this process.
+    pub(crate) fn shared(&self) -> &Arc<JobShared> {
+        &self.shared
+    }
+
+    /// The watermark of a stream after its records are exchanged between workers: every
+    /// worker's watermark, broadcast and combined (see [`crate::time`]).
+    pub(crate) fn exchange_wm(&self, wm: WStream<'s>, name: &str) -> WStream<'s> {
+        time::exchange(wm, self.index(), self.peers(), name)
+    }
+
+    /// The combined watermark of several inputs on this worker.
+    pub(crate) fn merge_wms(&self, wms: Vec<WStream<'s>>, name: &str) -> WStream<'s> {
+        time::merge(self.scope, wms, name)
+    }
+
     /// Adds a source: creates this worker's reader and the input that feeds its records.
     pub(crate) fn add_source<T: spate_types::Data>(
         &mut self,
         name: &str,
         source: &Arc<dyn Source<T>>,
-    ) -> TStream<'s, T> {
+        strategy: Option<WatermarkStrategy<T>>,
+    ) -> Flow<'s, T> {
         let ctx = SourceContext {
             worker_index: self.index(),
             workers: self.peers(),
@@ -150,14 +170,19 @@ impl<'s> BuildCtx<'s> {
             Ok(reader) => reader,
             Err(e) => {
                 self.shared.fail(e);
-                return empty(self.scope);
+                return Flow {
+                    data: empty(self.scope),
+                    wm: empty(self.scope),
+                };
             }
         };
-        let mut input = InputHandleVec::<Epoch, T>::new();
+        let mut input = InputHandleVec::<Epoch, (Timestamp, T)>::new();
         let stream = input.to_stream(self.scope);
+        let mut wm_input = InputHandleVec::<Epoch, WmMsg>::new();
+        let wm_stream = wm_input.to_stream(self.scope);
         let dead_letters = match source.dead_letter_sink() {
             Some(sink) => {
-                let mut dl_input = InputHandleVec::<Epoch, DeadLetter>::new();
+                let mut dl_input = InputHandleVec::<Epoch, (Timestamp, DeadLetter)>::new();
                 let dl_stream = dl_input.to_stream(self.scope);
                 self.add_sink(&format!("{name}.dead-letters"), dl_stream, &sink, true);
                 Some(dl_input)
@@ -172,6 +197,11 @@ impl<'s> BuildCtx<'s> {
             name: name.to_owned(),
             reader,
             input: Some(input),
+            wm_input: Some(wm_input),
+            watermarks: strategy
+                .map(|s| SourceWatermarks::new(s, self.shared.config.auto_watermark_interval)),
+            marks: Vec::new(),
+            stamped: Vec::new(),
             dead_letter_input: dead_letters,
             buffer: Vec::new(),
             dead_letters: Vec::new(),
@@ -181,7 +211,10 @@ impl<'s> BuildCtx<'s> {
             records_out,
             last_progress: (0, 0),
         }));
-        stream
+        Flow {
+            data: stream,
+            wm: wm_stream,
+        }
     }
 
     /// Adds a sink: each worker writes what reaches it; with `single`, every record goes to
@@ -206,14 +239,15 @@ impl<'s> BuildCtx<'s> {
         };
         let mut state = SinkState {
             writer,
+            scratch: Vec::new(),
             shared: Arc::clone(&self.shared),
             records_in: self.shared.metrics.counter(&format!("{name}.numRecordsIn")),
         };
         // The sink has an (empty) output so that a probe on it sees an epoch complete only
         // once the sink has consumed it.
-        let done: TStream<'s, ()> = if single {
+        let done: timely::dataflow::StreamVec<'s, Epoch, ()> = if single {
             stream.unary_frontier::<CapacityContainerBuilder<Vec<()>>, _, _, _>(
-                Exchange::new(|_: &T| 0u64),
+                Exchange::new(|_: &(Timestamp, T)| 0u64),
                 name,
                 move |_, _| {
                     move |(input, frontier), _output| {
@@ -241,19 +275,22 @@ impl<'s> BuildCtx<'s> {
 /// One worker's sink writer inside its operator.
 struct SinkState<T> {
     writer: Option<Box<dyn SinkWriter<T>>>,
+    scratch: Vec<T>,
     shared: Arc<JobShared>,
     records_in: Arc<AtomicU64>,
 }
 
 impl<T> SinkState<T> {
-    fn write(&mut self, data: &mut Vec<T>) {
+    fn write(&mut self, data: &mut Vec<(Timestamp, T)>) {
         self.records_in
             .fetch_add(data.len() as u64, Ordering::Relaxed);
         if let Some(w) = self.writer.as_mut() {
-            if let Err(e) = w.write_batch(data) {
+            self.scratch.extend(data.drain(..).map(|(_, x)| x));
+            if let Err(e) = w.write_batch(&mut self.scratch) {
                 self.shared.fail(e);
                 self.writer = None;
             }
+            self.scratch.clear();
         }
         data.clear();
     }
@@ -280,8 +317,12 @@ impl<T> SinkState<T> {
 pub(crate) trait SourceDriver {
     /// Polls the reader for up to `budget` records and sends them at the current epoch.
     fn poll(&mut self, budget: usize, shared: &JobShared) -> SpateResult<(usize, SourceStatus)>;
+    /// Emits a watermark if one is due.
+    fn tick(&mut self, now: Instant);
     /// Moves the source's inputs to `epoch`.
     fn advance_to(&mut self, epoch: Epoch);
+    /// The source has ended by itself: emits the final watermark, then closes.
+    fn finish(&mut self);
     /// Closes the source's inputs; the driver is done.
     fn close(&mut self);
     fn is_closed(&self) -> bool;
@@ -292,8 +333,12 @@ pub(crate) trait SourceDriver {
 struct TypedDriver<T: spate_types::Data> {
     name: String,
     reader: Box<dyn SourceReader<T>>,
-    input: Option<InputHandleVec<Epoch, T>>,
-    dead_letter_input: Option<InputHandleVec<Epoch, DeadLetter>>,
+    input: Option<InputHandleVec<Epoch, (Timestamp, T)>>,
+    wm_input: Option<InputHandleVec<Epoch, WmMsg>>,
+    watermarks: Option<SourceWatermarks<T>>,
+    marks: Vec<SplitMark>,
+    stamped: Vec<(Timestamp, T)>,
+    dead_letter_input: Option<InputHandleVec<Epoch, (Timestamp, DeadLetter)>>,
     buffer: Vec<T>,
     dead_letters: Vec<DeadLetter>,
     dropped: u64,
@@ -309,21 +354,44 @@ impl<T: spate_types::Data> SourceDriver for TypedDriver<T> {
             return Ok((0, SourceStatus::Finished));
         };
         let status = {
-            let mut out =
+            let out =
                 SourceOutput::new(&mut self.buffer, &mut self.dead_letters, &mut self.dropped);
+            let mut out = if self.watermarks.is_some() {
+                out.with_splits(&mut self.marks)
+            } else {
+                out
+            };
             self.reader.poll(&mut out, budget)?
         };
         let n = self.buffer.len();
+        match self.watermarks.as_mut() {
+            Some(wms) => wms.assign(
+                &mut self.buffer,
+                &mut self.marks,
+                &mut self.stamped,
+                Instant::now(),
+            ),
+            None => self
+                .stamped
+                .extend(self.buffer.drain(..).map(|x| (NO_TIMESTAMP, x))),
+        }
         if n > 0 {
             self.emitted += n as u64;
             self.records_out.fetch_add(n as u64, Ordering::Relaxed);
-            input.send_batch(&mut self.buffer);
-            self.buffer.clear();
+            input.send_batch(&mut self.stamped);
+            self.stamped.clear();
         }
         if !self.dead_letters.is_empty() {
             self.dead_lettered += self.dead_letters.len() as u64;
             match self.dead_letter_input.as_mut() {
-                Some(dl) => dl.send_batch(&mut self.dead_letters),
+                Some(dl) => {
+                    let mut stamped: Vec<(Timestamp, DeadLetter)> = self
+                        .dead_letters
+                        .drain(..)
+                        .map(|d| (NO_TIMESTAMP, d))
+                        .collect();
+                    dl.send_batch(&mut stamped)
+                }
                 None => {
                     return Err(SpateError::Internal(format!(
                         "source {} produced dead letters but has no dead-letter sink",
@@ -348,9 +416,31 @@ impl<T: spate_types::Data> SourceDriver for TypedDriver<T> {
         Ok((n, status))
     }
 
+    fn tick(&mut self, now: Instant) {
+        if let (Some(wms), Some(wm_input)) = (self.watermarks.as_mut(), self.wm_input.as_mut()) {
+            if let Some(msg) = wms.tick(now) {
+                wm_input.send(msg);
+            }
+        }
+    }
+
+    fn finish(&mut self) {
+        if let Some(wm_input) = self.wm_input.as_mut() {
+            wm_input.send(WmMsg {
+                slot: 0,
+                wm: MAX_WATERMARK,
+                idle: false,
+            });
+        }
+        self.close();
+    }
+
     fn advance_to(&mut self, epoch: Epoch) {
         if let Some(input) = self.input.as_mut() {
             input.advance_to(epoch);
+        }
+        if let Some(wm) = self.wm_input.as_mut() {
+            wm.advance_to(epoch);
         }
         if let Some(dl) = self.dead_letter_input.as_mut() {
             dl.advance_to(epoch);
@@ -359,6 +449,7 @@ impl<T: spate_types::Data> SourceDriver for TypedDriver<T> {
 
     fn close(&mut self) {
         self.input = None;
+        self.wm_input = None;
         self.dead_letter_input = None;
     }
 
@@ -451,7 +542,7 @@ pub(crate) fn run_worker(
                         match status {
                             SourceStatus::More => has_more = true,
                             SourceStatus::Idle => {}
-                            SourceStatus::Finished => d.close(),
+                            SourceStatus::Finished => d.finish(),
                         }
                     }
                     Err(e) => {
@@ -466,6 +557,9 @@ pub(crate) fn run_worker(
             break;
         }
         let now = Instant::now();
+        for d in drivers.iter_mut().filter(|d| !d.is_closed()) {
+            d.tick(now);
+        }
         if emitted_in_epoch >= cfg.epoch_max_records || now - epoch_started >= cfg.epoch_interval {
             let next = if has_more {
                 epoch + 1

@@ -16,7 +16,9 @@ use timely::dataflow::channels::pact::Exchange;
 use timely::dataflow::operators::Operator;
 
 use crate::connected::ConnectedKeyedStreams;
+use crate::plan::Flow;
 use crate::stream::DataStream;
+use crate::time::Timestamp;
 
 /// Extracts a record's key.
 pub(crate) type KeyFn<K, T> = Arc<dyn Fn(&T) -> K + Send + Sync>;
@@ -27,28 +29,32 @@ pub(crate) fn key_route<K: Hash>(key: &K, max_parallelism: u32, peers: usize) ->
 }
 
 /// One operator instance's per-key state, for the keys its key groups own.
-pub(crate) struct KeyedStates<K, S> {
+pub(crate) struct KeyedStates<K, S, R> {
     states: HashMap<K, S, FxBuildHasher>,
+    scratch: Vec<R>,
 }
 
-impl<K: Hash + Eq, S> KeyedStates<K, S> {
+impl<K: Hash + Eq, S, R> KeyedStates<K, S, R> {
     pub(crate) fn new() -> Self {
         KeyedStates {
             states: HashMap::default(),
+            scratch: Vec::new(),
         }
     }
 
     /// Runs `f` on `record` with its key's state: `None` until set, and setting it to `None`
-    /// deletes it.
-    pub(crate) fn apply<X, R>(
+    /// deletes it. Its outputs get the record's timestamp `ts`.
+    pub(crate) fn apply<X>(
         &mut self,
         key: K,
+        ts: Timestamp,
         record: X,
-        out: &mut Vec<R>,
+        out: &mut Vec<(Timestamp, R)>,
         f: impl FnOnce(&K, &mut Option<S>, X, &mut Vec<R>),
     ) {
         let mut slot = self.states.remove(&key);
-        f(&key, &mut slot, record, out);
+        f(&key, &mut slot, record, &mut self.scratch);
+        out.extend(self.scratch.drain(..).map(|r| (ts, r)));
         if let Some(s) = slot {
             self.states.insert(key, s);
         }
@@ -94,24 +100,34 @@ impl<K: Data + Hash + Eq, T: Data> KeyedStream<K, T> {
                 let key = Arc::clone(&key);
                 let route_key = Arc::clone(&key);
                 let (maxp, peers) = (ctx.config().max_parallelism, ctx.peers());
-                let pact = Exchange::new(move |x: &T| key_route(&route_key(x), maxp, peers));
-                input.unary::<CapacityContainerBuilder<Vec<R>>, _, _, _>(pact, name, move |_, _| {
-                    let mut state = KeyedStates::new();
-                    let mut out = Vec::new();
-                    move |input, output| {
-                        input.for_each_stamp(|cap, data| {
-                            for batch in data {
-                                for x in batch.drain(..) {
-                                    state.apply(key(&x), x, &mut out, &*f);
-                                }
+                let pact = Exchange::new(move |x: &(Timestamp, T)| {
+                    key_route(&route_key(&x.1), maxp, peers)
+                });
+                let wm = ctx.exchange_wm(input.wm, name);
+                let data = input
+                    .data
+                    .unary::<CapacityContainerBuilder<Vec<(Timestamp, R)>>, _, _, _>(
+                        pact,
+                        name,
+                        move |_, _| {
+                            let mut state = KeyedStates::new();
+                            let mut out = Vec::new();
+                            move |input, output| {
+                                input.for_each_stamp(|cap, data| {
+                                    for batch in data {
+                                        for (ts, x) in batch.drain(..) {
+                                            state.apply(key(&x), ts, x, &mut out, &*f);
+                                        }
+                                    }
+                                    if !out.is_empty() {
+                                        output.session(&cap).give_container(&mut out);
+                                        out.clear();
+                                    }
+                                });
                             }
-                            if !out.is_empty() {
-                                output.session(&cap).give_container(&mut out);
-                                out.clear();
-                            }
-                        });
-                    }
-                })
+                        },
+                    );
+                Flow { data, wm }
             })
     }
 

@@ -22,6 +22,7 @@
 //! Timestamps in the timely graph are *epochs*: batches of source records, closed by count or
 //! time. They bound the data in flight (flow control) and will delimit checkpoints.
 
+pub mod assign;
 pub mod cluster;
 pub mod config;
 pub mod connected;
@@ -30,11 +31,18 @@ pub mod execute;
 pub mod keyed;
 pub mod metrics;
 pub mod plan;
+pub mod process;
 pub mod stream;
+pub mod time;
 
 pub use config::JobConfig;
 pub use connected::{ConnectedKeyedStreams, ConnectedStreams};
 pub use env::{JobResult, Role, StopHandle, StreamEnv};
 pub use execute::{request_stop, Progress};
 pub use keyed::KeyedStream;
+pub use process::{KeyedProcessFunction, OutputTag, ProcessContext, TimeDomain};
 pub use stream::{DataStream, SinkNode};
+pub use time::{
+    BoundedOutOfOrderness, Timestamp, WatermarkGenerator, WatermarkStrategy, MAX_WATERMARK,
+    NO_TIMESTAMP,
+};

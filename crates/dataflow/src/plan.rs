@@ -11,11 +11,12 @@
 //! Python and SQL fronts, the optimizer) without running it.
 
 use std::any::Any;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use timely::dataflow::{Scope, StreamVec};
 
 use crate::execute::BuildCtx;
+use crate::time::{Timestamp, WmMsg};
 
 /// The index of a node in its plan.
 pub type NodeId = usize;
@@ -33,20 +34,41 @@ pub enum NodeKind {
 
 /// A stream whose record type is hidden, passed between node builders.
 ///
-/// It holds a `StreamVec<'static, u64, T>`: the lifetime of the worker's scope is erased so that
+/// It holds a [`Flow`] (records and their watermark companion): the lifetime of the worker's scope is erased so that
 /// streams of different types can sit in one vector while the plan is built (see
 /// [`ErasedStream::new`] for why that is sound).
 pub struct ErasedStream {
     inner: Box<dyn Any>,
 }
 
-/// The concrete stream type every node produces: vectors of records at epoch timestamps.
+/// The timely timestamp of every stream: the epoch (see [`crate::execute`]).
 pub type Epoch = u64;
-pub(crate) type TStream<'s, T> = StreamVec<'s, Epoch, T>;
+/// The records of a stream: `(event timestamp, record)` at epoch timestamps.
+pub(crate) type TStream<'s, T> = StreamVec<'s, Epoch, (Timestamp, T)>;
+/// The watermark companion of a stream (see [`crate::time`]).
+pub(crate) type WStream<'s> = StreamVec<'s, Epoch, WmMsg>;
+
+/// What every node produces: its records and their watermarks, both at epoch timestamps.
+///
+/// The watermark stream is always *local*: its messages speak for this worker only (slot 0),
+/// so a consumer on the same worker needs no combining; exchanges broadcast and combine it.
+pub(crate) struct Flow<'s, T> {
+    pub(crate) data: TStream<'s, T>,
+    pub(crate) wm: WStream<'s>,
+}
+
+impl<T: Clone + 'static> Clone for Flow<'_, T> {
+    fn clone(&self) -> Self {
+        Flow {
+            data: self.data.clone(),
+            wm: self.wm.clone(),
+        }
+    }
+}
 
 impl ErasedStream {
     /// Hides the type and lifetime of `stream`.
-    pub(crate) fn new<'s, T: Clone + 'static>(stream: TStream<'s, T>) -> Self {
+    pub(crate) fn new<'s, T: Clone + 'static>(stream: Flow<'s, T>) -> Self {
         ErasedStream {
             inner: Box::new(extend_lifetime(stream)),
         }
@@ -54,10 +76,10 @@ impl ErasedStream {
 
     /// Recovers the stream; panics if the plan's types are inconsistent, which the typed API
     /// makes impossible.
-    pub(crate) fn get<'s, T: Clone + 'static>(&self, _scope: Scope<'s, Epoch>) -> TStream<'s, T> {
+    pub(crate) fn get<'s, T: Clone + 'static>(&self, _scope: Scope<'s, Epoch>) -> Flow<'s, T> {
         let stream = self
             .inner
-            .downcast_ref::<TStream<'static, T>>()
+            .downcast_ref::<Flow<'static, T>>()
             .expect("plan types are checked by the typed API");
         shorten_lifetime(stream.clone())
     }
@@ -70,19 +92,19 @@ impl ErasedStream {
 /// recovered only through [`ErasedStream::get`], which hands it back with the scope's lifetime.
 /// Types that differ only in lifetimes have the same layout.
 #[allow(unsafe_code)]
-fn extend_lifetime<'s, T: 'static>(stream: TStream<'s, T>) -> TStream<'static, T> {
+fn extend_lifetime<'s, T: 'static>(stream: Flow<'s, T>) -> Flow<'static, T> {
     let boxed = Box::new(stream);
     // SAFETY: see the function comment; this is a lifetime-only pointer cast.
-    unsafe { *Box::from_raw(Box::into_raw(boxed) as *mut TStream<'static, T>) }
+    unsafe { *Box::from_raw(Box::into_raw(boxed) as *mut Flow<'static, T>) }
 }
 
 #[allow(unsafe_code)]
-fn shorten_lifetime<'s, T: 'static>(stream: TStream<'static, T>) -> TStream<'s, T> {
+fn shorten_lifetime<'s, T: 'static>(stream: Flow<'static, T>) -> Flow<'s, T> {
     // Shortening a lifetime is always sound; the cast only helps the type checker, which
     // cannot see through the `'scope` parameter's invariance.
     let boxed = Box::new(stream);
     // SAFETY: lifetime-only pointer cast, from a longer to a shorter lifetime.
-    unsafe { *Box::from_raw(Box::into_raw(boxed) as *mut TStream<'s, T>) }
+    unsafe { *Box::from_raw(Box::into_raw(boxed) as *mut Flow<'s, T>) }
 }
 
 /// Builds a node's timely operators on one worker, from its input streams.
@@ -103,7 +125,13 @@ pub struct Node {
     /// How records reach this node from its inputs (`forward`, `hash`, `rebalance`, ...).
     pub edge: &'static str,
     pub(crate) builder: Builder,
+    /// For a source: the watermark strategy its readers apply per split, once set by
+    /// `assign_timestamps_and_watermarks` (a `WatermarkStrategy<T>` behind `Any`).
+    pub(crate) source_strategy: Option<StrategySlot>,
 }
+
+/// Where a source node keeps its watermark strategy (see [`Node::source_strategy`]).
+pub(crate) type StrategySlot = Arc<Mutex<Option<Arc<dyn Any + Send + Sync>>>>;
 
 impl std::fmt::Debug for Node {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

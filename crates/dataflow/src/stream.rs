@@ -15,7 +15,8 @@ use timely::dataflow::operators::{Concatenate, Operator};
 use crate::connected::ConnectedStreams;
 use crate::execute::BuildCtx;
 use crate::keyed::KeyedStream;
-use crate::plan::{ErasedStream, Node, NodeId, NodeKind, Plan, TStream};
+use crate::plan::{ErasedStream, Flow, Node, NodeId, NodeKind, Plan, TStream};
+use crate::time::Timestamp;
 
 /// A stream of records of type `T` in a job being described.
 ///
@@ -54,6 +55,7 @@ pub(crate) fn add_node(
         inputs,
         edge,
         builder,
+        source_strategy: None,
     })
 }
 
@@ -74,10 +76,7 @@ impl<T: Data> DataStream<T> {
         build: F,
     ) -> DataStream<R>
     where
-        F: for<'s> Fn(&mut BuildCtx<'s>, TStream<'s, T>, &str) -> TStream<'s, R>
-            + Send
-            + Sync
-            + 'static,
+        F: for<'s> Fn(&mut BuildCtx<'s>, Flow<'s, T>, &str) -> Flow<'s, R> + Send + Sync + 'static,
     {
         let builder: crate::plan::Builder = Arc::new(move |ctx, inputs, name| {
             let input = inputs[0].get::<T>(ctx.scope);
@@ -112,38 +111,47 @@ impl<T: Data> DataStream<T> {
     fn batch_node<R: Data>(
         &self,
         op: &str,
-        f: impl Fn(&mut Vec<T>, &mut Vec<R>) + Send + Sync + 'static,
+        f: impl Fn(&mut Vec<(Timestamp, T)>, &mut Vec<(Timestamp, R)>) + Send + Sync + 'static,
     ) -> DataStream<R> {
         let f = Arc::new(f);
         self.unary_node(op, "forward", move |_ctx, input, name| {
             let f = Arc::clone(&f);
-            input.unary::<CapacityContainerBuilder<Vec<R>>, _, _, _>(Pipeline, name, move |_, _| {
-                let mut out = Vec::new();
-                move |input, output| {
-                    input.for_each_stamp(|cap, data| {
-                        let mut session = output.session(&cap);
-                        for batch in data {
-                            f(batch, &mut out);
-                            if !out.is_empty() {
-                                session.give_container(&mut out);
-                                out.clear();
-                            }
+            let data = input
+                .data
+                .unary::<CapacityContainerBuilder<Vec<(Timestamp, R)>>, _, _, _>(
+                    Pipeline,
+                    name,
+                    move |_, _| {
+                        let mut out = Vec::new();
+                        move |input, output| {
+                            input.for_each_stamp(|cap, data| {
+                                let mut session = output.session(&cap);
+                                for batch in data {
+                                    f(batch, &mut out);
+                                    if !out.is_empty() {
+                                        session.give_container(&mut out);
+                                        out.clear();
+                                    }
+                                }
+                            });
                         }
-                    });
-                }
-            })
+                    },
+                );
+            Flow { data, wm: input.wm }
         })
     }
 
     /// Applies `f` to every record.
     pub fn map<R: Data>(&self, f: impl Fn(T) -> R + Send + Sync + 'static) -> DataStream<R> {
-        self.batch_node("map", move |batch, out| out.extend(batch.drain(..).map(&f)))
+        self.batch_node("map", move |batch, out| {
+            out.extend(batch.drain(..).map(|(ts, x)| (ts, f(x))))
+        })
     }
 
     /// Keeps the records for which `f` is true.
     pub fn filter(&self, f: impl Fn(&T) -> bool + Send + Sync + 'static) -> DataStream<T> {
         self.batch_node("filter", move |batch, out| {
-            batch.retain(&f);
+            batch.retain(|(_, x)| f(x));
             std::mem::swap(batch, out);
         })
     }
@@ -154,14 +162,16 @@ impl<T: Data> DataStream<T> {
         I: IntoIterator<Item = R>,
     {
         self.batch_node("flat_map", move |batch, out| {
-            out.extend(batch.drain(..).flat_map(&f))
+            for (ts, x) in batch.drain(..) {
+                out.extend(f(x).into_iter().map(|r| (ts, r)));
+            }
         })
     }
 
     /// Calls `f` on every record and passes the records on unchanged.
     pub fn inspect(&self, f: impl Fn(&T) + Send + Sync + 'static) -> DataStream<T> {
         self.batch_node("inspect", move |batch, out| {
-            batch.iter().for_each(&f);
+            batch.iter().for_each(|(_, x)| f(x));
             std::mem::swap(batch, out);
         })
     }
@@ -180,27 +190,36 @@ impl<T: Data> DataStream<T> {
     pub fn rebalance(&self) -> DataStream<T> {
         self.unary_node("rebalance", "rebalance", move |ctx, input, name| {
             let mut next = ctx.index() as u64;
-            let pact = Exchange::new(move |_: &T| {
+            let pact = Exchange::new(move |_: &(Timestamp, T)| {
                 next = next.wrapping_add(1);
                 next
             });
-            input.unary::<CapacityContainerBuilder<Vec<T>>, _, _, _>(pact, name, move |_, _| {
-                move |input, output| {
-                    input.for_each_stamp(|cap, data| {
-                        let mut session = output.session(&cap);
-                        for batch in data {
-                            session.give_container(batch);
+            let wm = ctx.exchange_wm(input.wm, name);
+            let data = input
+                .data
+                .unary::<CapacityContainerBuilder<Vec<(Timestamp, T)>>, _, _, _>(
+                    pact,
+                    name,
+                    move |_, _| {
+                        move |input, output| {
+                            input.for_each_stamp(|cap, data| {
+                                let mut session = output.session(&cap);
+                                for batch in data {
+                                    session.give_container(batch);
+                                }
+                            });
                         }
-                    });
-                }
-            })
+                    },
+                );
+            Flow { data, wm }
         })
     }
 
     /// Sends every record to every worker.
     pub fn broadcast(&self) -> DataStream<T> {
-        self.unary_node("broadcast", "broadcast", move |_ctx, input, _name| {
-            input.broadcast()
+        self.unary_node("broadcast", "broadcast", move |ctx, input, name| Flow {
+            data: input.data.broadcast(),
+            wm: ctx.exchange_wm(input.wm, name),
         })
     }
 
@@ -214,10 +233,14 @@ impl<T: Data> DataStream<T> {
             );
             o.node
         }));
-        let builder: crate::plan::Builder = Arc::new(move |ctx, inputs, _name| {
-            let streams: Vec<TStream<'_, T>> =
-                inputs.iter().map(|s| s.get::<T>(ctx.scope)).collect();
-            Some(ErasedStream::new(ctx.scope.concatenate(streams)))
+        let builder: crate::plan::Builder = Arc::new(move |ctx, inputs, name| {
+            let flows: Vec<Flow<'_, T>> = inputs.iter().map(|s| s.get::<T>(ctx.scope)).collect();
+            let wm = ctx.merge_wms(flows.iter().map(|f| f.wm.clone()).collect(), name);
+            let streams: Vec<TStream<'_, T>> = flows.into_iter().map(|f| f.data).collect();
+            Some(ErasedStream::new(Flow {
+                data: ctx.scope.concatenate(streams),
+                wm,
+            }))
         });
         let node = add_node(
             &self.plan,
@@ -254,7 +277,7 @@ impl<T: Data> DataStream<T> {
         let op = format!("sink:{}", sink.name());
         let builder: crate::plan::Builder = Arc::new(move |ctx, inputs, name| {
             let input = inputs[0].get::<T>(ctx.scope);
-            ctx.add_sink(name, input, &sink, single);
+            ctx.add_sink(name, input.data, &sink, single);
             None
         });
         let edge = if single { "global" } else { "forward" };

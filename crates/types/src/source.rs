@@ -35,6 +35,32 @@ pub struct SourceOutput<'a, T> {
     records: &'a mut Vec<T>,
     dead_letters: &'a mut Vec<DeadLetter>,
     dropped: &'a mut u64,
+    splits: Option<&'a mut Vec<SplitMark>>,
+}
+
+/// Where the records of one poll came from, for per-split watermarks.
+///
+/// A reader that reads several splits (files, byte ranges, generator or Kafka partitions)
+/// says when it switches with [`SourceOutput::split`] and when one ends with
+/// [`SourceOutput::split_finished`]; the engine then keeps one watermark generator per split
+/// and emits their minimum, as Flink's split-aware sources do. A reader that never calls them
+/// has one split, `0`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SplitMark {
+    /// The records from index `at` of this poll's output on come from `split`.
+    Start {
+        /// The split's id, unique within the reader.
+        split: u32,
+        /// The index of its first record in this poll's output.
+        at: usize,
+    },
+    /// `split` will give no more records.
+    Finished {
+        /// The split's id.
+        split: u32,
+        /// The number of records in this poll's output when it ended.
+        at: usize,
+    },
 }
 
 impl<'a, T> SourceOutput<'a, T> {
@@ -48,6 +74,30 @@ impl<'a, T> SourceOutput<'a, T> {
             records,
             dead_letters,
             dropped,
+            splits: None,
+        }
+    }
+
+    /// Records split switches in `marks` (the engine does this when it needs them).
+    pub fn with_splits(mut self, marks: &'a mut Vec<SplitMark>) -> Self {
+        self.splits = Some(marks);
+        self
+    }
+
+    /// The records pushed from now on come from `split`.
+    #[inline]
+    pub fn split(&mut self, split: u32) {
+        if let Some(marks) = self.splits.as_mut() {
+            let at = self.records.len();
+            marks.push(SplitMark::Start { split, at });
+        }
+    }
+
+    /// `split` has ended: it leaves the watermark minimum for good.
+    pub fn split_finished(&mut self, split: u32) {
+        if let Some(marks) = self.splits.as_mut() {
+            let at = self.records.len();
+            marks.push(SplitMark::Finished { split, at });
         }
     }
 

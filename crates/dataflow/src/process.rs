@@ -1,0 +1,619 @@
+//! Keyed process functions: per-key state, event- and processing-time timers, side outputs.
+//!
+//! This is Flink's `KeyedProcessFunction` and the operator every event-time operator of
+//! Spate is built on: windows ([`crate::window`]) and joins ([`crate::join`]) are process
+//! functions with their own state and timers.
+//!
+//! One operator instance per worker owns the keys of its key groups. It sees:
+//!
+//! * records, each with its key's state, timestamp and the current watermark;
+//! * watermark messages (combined over every upstream worker), applied once the records they
+//!   follow have arrived ([`crate::time::WmGate`]); each one fires the event-time timers at or
+//!   below it, in timestamp order, then is sent on;
+//! * the wall clock, for processing-time timers (Flink fires them once the clock has passed
+//!   them; pending ones are dropped at the end of the input, as Flink quiesces them).
+//!
+//! Side outputs travel with the main output as tagged records and are split off by forward
+//! operators ([`DataStream::side_output`]).
+
+use std::any::Any;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::hash::Hash;
+use std::marker::PhantomData;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rustc_hash::FxBuildHasher;
+use spate_types::{Data, SpateError};
+use timely::container::CapacityContainerBuilder;
+use timely::dataflow::channels::pact::{Exchange, Pipeline};
+use timely::dataflow::operators::{Capability, Operator};
+
+use crate::execute::BuildCtx;
+use crate::keyed::{key_route, KeyFn, KeyedStream};
+use crate::plan::{ErasedStream, Flow, NodeKind, TStream, WStream};
+use crate::stream::{add_node, DataStream};
+use crate::time::{processing_time_now, Timestamp, WmGate, WmMsg, WmTracker, NO_TIMESTAMP};
+
+/// Which clock a timer follows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TimeDomain {
+    /// Fires when the watermark reaches the timer's timestamp.
+    EventTime,
+    /// Fires when the wall clock passes the timer's timestamp.
+    ProcessingTime,
+}
+
+/// Names a side output of records of type `X` (Flink's `OutputTag`).
+pub struct OutputTag<X> {
+    id: Arc<str>,
+    _type: PhantomData<fn() -> X>,
+}
+
+impl<X> Clone for OutputTag<X> {
+    fn clone(&self) -> Self {
+        OutputTag {
+            id: Arc::clone(&self.id),
+            _type: PhantomData,
+        }
+    }
+}
+
+impl<X: Data> OutputTag<X> {
+    /// A tag named `id`; tags with the same id and type name the same side output.
+    pub fn new(id: &str) -> Self {
+        OutputTag {
+            id: Arc::from(id),
+            _type: PhantomData,
+        }
+    }
+
+    /// The tag's name.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+}
+
+/// A record of the main output, or of a side output (type-erased; it never leaves its worker).
+#[derive(Clone)]
+pub(crate) enum Tagged<O> {
+    Main(O),
+    Side(Arc<str>, Arc<dyn Any + Send + Sync>),
+}
+
+/// The timers of one operator instance: per timestamp, the keys with a timer there.
+pub(crate) struct Timers<K> {
+    queue: BTreeMap<Timestamp, HashSet<K, FxBuildHasher>>,
+}
+
+impl<K: Hash + Eq + Clone> Timers<K> {
+    fn new() -> Self {
+        Timers {
+            queue: BTreeMap::new(),
+        }
+    }
+
+    fn register(&mut self, key: &K, ts: Timestamp) {
+        let keys = self.queue.entry(ts).or_default();
+        if !keys.contains(key) {
+            keys.insert(key.clone());
+        }
+    }
+
+    fn delete(&mut self, key: &K, ts: Timestamp) {
+        if let Some(keys) = self.queue.get_mut(&ts) {
+            keys.remove(key);
+            if keys.is_empty() {
+                self.queue.remove(&ts);
+            }
+        }
+    }
+
+    /// Takes the earliest timer at or before `upto`.
+    fn pop(&mut self, upto: Timestamp) -> Option<(Timestamp, K)> {
+        let mut entry = self.queue.first_entry()?;
+        let ts = *entry.key();
+        if ts > upto {
+            return None;
+        }
+        let key = entry.get().iter().next().cloned()?;
+        entry.get_mut().remove(&key);
+        if entry.get().is_empty() {
+            entry.remove();
+        }
+        Some((ts, key))
+    }
+
+    fn next(&self) -> Option<Timestamp> {
+        self.queue.keys().next().copied()
+    }
+
+    /// The number of timers.
+    pub(crate) fn len(&self) -> usize {
+        self.queue.values().map(|k| k.len()).sum()
+    }
+}
+
+/// What a process function sees while it handles one record or one timer.
+pub struct ProcessContext<'a, K, S, O> {
+    key: &'a K,
+    state: &'a mut Option<S>,
+    timestamp: Timestamp,
+    watermark: Timestamp,
+    event_timers: &'a mut Timers<K>,
+    processing_timers: &'a mut Timers<K>,
+    out: &'a mut Vec<(Timestamp, Tagged<O>)>,
+}
+
+impl<K: Hash + Eq + Clone, S, O> ProcessContext<'_, K, S, O> {
+    /// The current key.
+    pub fn key(&self) -> &K {
+        self.key
+    }
+
+    /// The current key's state: `None` until set; set it to `None` to clear it.
+    pub fn state(&mut self) -> &mut Option<S> {
+        self.state
+    }
+
+    /// The timestamp of the record (or of the event-time timer) being handled;
+    /// [`NO_TIMESTAMP`] when it has none.
+    pub fn timestamp(&self) -> Timestamp {
+        self.timestamp
+    }
+
+    /// The operator's current event-time watermark.
+    pub fn current_watermark(&self) -> Timestamp {
+        self.watermark
+    }
+
+    /// The wall clock, in milliseconds.
+    pub fn current_processing_time(&self) -> Timestamp {
+        processing_time_now()
+    }
+
+    /// Emits `value` with the current timestamp.
+    pub fn collect(&mut self, value: O) {
+        self.out.push((self.timestamp, Tagged::Main(value)));
+    }
+
+    /// Emits `value` with timestamp `ts`.
+    pub fn collect_with_timestamp(&mut self, value: O, ts: Timestamp) {
+        self.out.push((ts, Tagged::Main(value)));
+    }
+
+    /// Emits `value` to the side output `tag`, with the current timestamp.
+    pub fn output<X: Data>(&mut self, tag: &OutputTag<X>, value: X) {
+        self.out.push((
+            self.timestamp,
+            Tagged::Side(Arc::clone(&tag.id), Arc::new(value)),
+        ));
+    }
+
+    /// Calls `on_timer` for the current key once the watermark reaches `ts`. Registering the
+    /// same (key, time) twice makes one timer.
+    pub fn register_event_time_timer(&mut self, ts: Timestamp) {
+        self.event_timers.register(self.key, ts);
+    }
+
+    /// Calls `on_timer` for the current key once the wall clock passes `ts`.
+    pub fn register_processing_time_timer(&mut self, ts: Timestamp) {
+        self.processing_timers.register(self.key, ts);
+    }
+
+    /// Deletes the current key's event-time timer at `ts`, if any.
+    pub fn delete_event_time_timer(&mut self, ts: Timestamp) {
+        self.event_timers.delete(self.key, ts);
+    }
+
+    /// Deletes the current key's processing-time timer at `ts`, if any.
+    pub fn delete_processing_time_timer(&mut self, ts: Timestamp) {
+        self.processing_timers.delete(self.key, ts);
+    }
+}
+
+/// A function over a keyed stream with per-key state and timers (Flink's
+/// `KeyedProcessFunction`).
+pub trait KeyedProcessFunction<K, I, O>: Send + Sync + 'static {
+    /// The per-key state.
+    type State: 'static;
+
+    /// Handles one record of the current key.
+    fn process_element(&self, value: I, ctx: &mut ProcessContext<'_, K, Self::State, O>);
+
+    /// Handles a timer of the current key that fired at `timestamp`.
+    fn on_timer(
+        &self,
+        timestamp: Timestamp,
+        domain: TimeDomain,
+        ctx: &mut ProcessContext<'_, K, Self::State, O>,
+    ) {
+        let _ = (timestamp, domain, ctx);
+    }
+}
+
+/// One operator instance: its keys' state and timers, and its watermark.
+struct Instance<K, S, O> {
+    states: HashMap<K, S, FxBuildHasher>,
+    event_timers: Timers<K>,
+    processing_timers: Timers<K>,
+    watermark: Timestamp,
+    out: Vec<(Timestamp, Tagged<O>)>,
+}
+
+impl<K: Hash + Eq + Clone, S, O> Instance<K, S, O> {
+    fn with_key<R>(
+        &mut self,
+        key: &K,
+        timestamp: Timestamp,
+        f: impl FnOnce(&mut ProcessContext<'_, K, S, O>) -> R,
+    ) -> R {
+        let mut state = self.states.remove(key);
+        let result = {
+            let mut ctx = ProcessContext {
+                key,
+                state: &mut state,
+                timestamp,
+                watermark: self.watermark,
+                event_timers: &mut self.event_timers,
+                processing_timers: &mut self.processing_timers,
+                out: &mut self.out,
+            };
+            f(&mut ctx)
+        };
+        if let Some(s) = state {
+            self.states.insert(key.clone(), s);
+        }
+        result
+    }
+}
+
+/// Builds the keyed process operator on one worker. `data` is exchanged by `key`; `wm` is the
+/// input's local watermark stream (exchanged here).
+pub(crate) fn build_keyed_process<'s, K, I, O, F>(
+    ctx: &mut BuildCtx<'s>,
+    input: Flow<'s, I>,
+    key: KeyFn<K, I>,
+    f: Arc<F>,
+    name: &str,
+) -> Flow<'s, Tagged<O>>
+where
+    K: Data + Hash + Eq,
+    I: Data,
+    O: Clone + 'static,
+    F: KeyedProcessFunction<K, I, O>,
+{
+    let (maxp, peers) = (ctx.config().max_parallelism, ctx.peers());
+    let route = Arc::clone(&key);
+    let pact = Exchange::new(move |x: &(Timestamp, I)| key_route(&route(&x.1), maxp, peers));
+    let wm = ctx.exchange_wm(input.wm, name);
+    let scope = ctx.scope;
+    // One output carries both records and watermarks, tagged, so that a watermark leaves at
+    // the same epoch as the records it fired; two forward operators split them after.
+    let both = input
+        .data
+        .binary_frontier::<_, CapacityContainerBuilder<Vec<(Timestamp, Out<Tagged<O>>)>>, _, _, _, _>(
+            wm,
+            pact,
+            Pipeline,
+            name,
+            move |initial, info| {
+                let activator = scope.activator_for(Rc::clone(&info.address));
+                let mut frontier_cap: Option<Capability<u64>> = Some(initial);
+                let mut gate = WmGate::new();
+                let mut tracker = WmTracker::new(1);
+                let mut inst: Instance<K, F::State, O> = Instance {
+                    states: HashMap::default(),
+                    event_timers: Timers::new(),
+                    processing_timers: Timers::new(),
+                    watermark: NO_TIMESTAMP,
+                    out: Vec::new(),
+                };
+                let mut emitted: Vec<(Timestamp, Out<Tagged<O>>)> = Vec::new();
+                move |(data, data_frontier), (wms, wm_frontier), output| {
+                    // Records: each with its key's state, at the current watermark.
+                    data.for_each_stamp(|cap, batches| {
+                        for batch in batches {
+                            for (ts, x) in batch.drain(..) {
+                                let k = key(&x);
+                                inst.with_key(&k, ts, |c| f.process_element(x, c));
+                            }
+                        }
+                        if !inst.out.is_empty() {
+                            emitted.extend(inst.out.drain(..).map(|(t, o)| (t, Out::Record(o))));
+                            output.session(&cap).give_container(&mut emitted);
+                            emitted.clear();
+                        }
+                    });
+                    // Watermarks wait until the records before them have arrived.
+                    wms.for_each_stamp(|cap, batches| {
+                        let Some(cap) = cap.retain_least(0) else { return };
+                        for batch in batches {
+                            for msg in batch.drain(..) {
+                                gate.push(cap.clone(), msg);
+                            }
+                        }
+                    });
+                    for (cap, msg) in gate.ready(data_frontier) {
+                        let Some(next) = tracker.update(&msg) else { continue };
+                        if !next.idle && next.wm > inst.watermark {
+                            inst.watermark = next.wm;
+                            while let Some((ts, k)) = inst.event_timers.pop(inst.watermark) {
+                                inst.with_key(&k, ts, |c| {
+                                    f.on_timer(ts, TimeDomain::EventTime, c)
+                                });
+                            }
+                        }
+                        emitted.extend(inst.out.drain(..).map(|(t, o)| (t, Out::Record(o))));
+                        emitted.push((NO_TIMESTAMP, Out::Watermark(next)));
+                        output.session(&cap).give_container(&mut emitted);
+                        emitted.clear();
+                    }
+                    // Processing-time timers, at the epoch of the input frontier.
+                    let ended = data_frontier.is_empty() && wm_frontier.is_empty();
+                    if let Some(cap) = frontier_cap.as_mut() {
+                        if !ended {
+                            let now = processing_time_now();
+                            while let Some((ts, k)) = inst.processing_timers.pop(now - 1) {
+                                inst.with_key(&k, NO_TIMESTAMP, |c| {
+                                    f.on_timer(ts, TimeDomain::ProcessingTime, c)
+                                });
+                            }
+                            if !inst.out.is_empty() {
+                                emitted
+                                    .extend(inst.out.drain(..).map(|(t, o)| (t, Out::Record(o))));
+                                output.session(&*cap).give_container(&mut emitted);
+                                emitted.clear();
+                            }
+                            if let Some(next) = inst.processing_timers.next() {
+                                let wait = (next + 1 - now).max(1) as u64;
+                                activator.activate_after(Duration::from_millis(wait));
+                            }
+                            let least = [data_frontier.frontier(), wm_frontier.frontier()]
+                                .iter()
+                                .filter_map(|f| f.first().copied())
+                                .min();
+                            if let Some(t) = least {
+                                if t > *cap.time() {
+                                    cap.downgrade(&t);
+                                }
+                            }
+                        }
+                    }
+                    if ended {
+                        // Pending processing-time timers are dropped, and event-time timers
+                        // beyond the last watermark (a stop rather than an end) stay unfired,
+                        // as in Flink.
+                        frontier_cap = None;
+                    }
+                }
+            },
+        );
+    split_out(both)
+}
+
+/// What an operator that makes watermarks sends: records, and the watermarks after them.
+#[derive(Clone)]
+pub(crate) enum Out<X> {
+    Record(X),
+    Watermark(WmMsg),
+}
+
+/// Splits an operator's single output into records and watermarks.
+pub(crate) fn split_out<'s, X: Clone + 'static>(both: TStream<'s, Out<X>>) -> Flow<'s, X> {
+    let data = both
+        .clone()
+        .unary::<CapacityContainerBuilder<Vec<(Timestamp, X)>>, _, _, _>(
+            Pipeline,
+            "records",
+            |_, _| {
+                move |input, output| {
+                    input.for_each_stamp(|cap, batches| {
+                        let mut session = output.session(&cap);
+                        for batch in batches {
+                            for (ts, x) in batch.drain(..) {
+                                if let Out::Record(r) = x {
+                                    session.give((ts, r));
+                                }
+                            }
+                        }
+                    });
+                }
+            },
+        );
+    let wm: WStream<'s> = both.unary::<CapacityContainerBuilder<Vec<WmMsg>>, _, _, _>(
+        Pipeline,
+        "watermarks",
+        |_, _| {
+            move |input, output| {
+                input.for_each_stamp(|cap, batches| {
+                    let mut session = output.session(&cap);
+                    for batch in batches {
+                        for (_, x) in batch.drain(..) {
+                            if let Out::Watermark(m) = x {
+                                session.give(m);
+                            }
+                        }
+                    }
+                });
+            }
+        },
+    );
+    Flow { data, wm }
+}
+
+/// The main output of a tagged stream.
+pub(crate) fn main_output<'s, O: Clone + 'static>(tagged: Flow<'s, Tagged<O>>) -> Flow<'s, O> {
+    let data = tagged
+        .data
+        .unary::<CapacityContainerBuilder<Vec<(Timestamp, O)>>, _, _, _>(
+            Pipeline,
+            "main",
+            |_, _| {
+                move |input, output| {
+                    input.for_each_stamp(|cap, batches| {
+                        let mut session = output.session(&cap);
+                        for batch in batches {
+                            for (ts, x) in batch.drain(..) {
+                                if let Tagged::Main(o) = x {
+                                    session.give((ts, o));
+                                }
+                            }
+                        }
+                    });
+                }
+            },
+        );
+    Flow {
+        data,
+        wm: tagged.wm,
+    }
+}
+
+/// The side output `id` of a tagged stream.
+pub(crate) fn side_output<'s, O: Clone + 'static, X: Data>(
+    tagged: Flow<'s, Tagged<O>>,
+    id: Arc<str>,
+) -> Flow<'s, X> {
+    let data = tagged
+        .data
+        .unary::<CapacityContainerBuilder<Vec<(Timestamp, X)>>, _, _, _>(
+            Pipeline,
+            &format!("side:{id}"),
+            move |_, _| {
+                move |input, output| {
+                    input.for_each_stamp(|cap, batches| {
+                        let mut session = output.session(&cap);
+                        for batch in batches {
+                            for (ts, x) in batch.drain(..) {
+                                if let Tagged::Side(tag, value) = x {
+                                    if tag == id {
+                                        if let Some(v) = value.downcast_ref::<X>() {
+                                            session.give((ts, v.clone()));
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                    });
+                }
+            },
+        );
+    Flow {
+        data,
+        wm: tagged.wm,
+    }
+}
+
+impl<T: Data> DataStream<T> {
+    /// Adds an operator node whose output is tagged (main and side outputs), and the node
+    /// that extracts its main output; returns the main output's stream.
+    pub(crate) fn tagged_node<R: Data, F>(
+        &self,
+        op: &str,
+        edge: &'static str,
+        build: F,
+    ) -> DataStream<R>
+    where
+        F: for<'s> Fn(&mut BuildCtx<'s>, Flow<'s, T>, &str) -> Flow<'s, Tagged<R>>
+            + Send
+            + Sync
+            + 'static,
+    {
+        let builder: crate::plan::Builder = Arc::new(move |ctx, inputs, name| {
+            let input = inputs[0].get::<T>(ctx.scope);
+            Some(ErasedStream::new(build(ctx, input, name)))
+        });
+        let tagged = add_node(
+            &self.plan,
+            op,
+            NodeKind::Operator,
+            vec![self.node],
+            edge,
+            builder,
+        );
+        tagged_main::<R>(&self.plan, tagged)
+    }
+
+    /// The side output `tag` of the operator that produced this stream (a process function or
+    /// a window with a late-data output).
+    ///
+    /// # Panics
+    /// If this stream is not the main output of such an operator.
+    pub fn side_output<X: Data>(&self, tag: &OutputTag<X>) -> DataStream<X> {
+        let tagged = {
+            let plan = self.plan.borrow();
+            let node = &plan.nodes[self.node];
+            assert!(
+                node.edge == "main",
+                "side_output: `{}` is not the output of a process function or window",
+                node.name
+            );
+            node.inputs[0]
+        };
+        let id = Arc::clone(&tag.id);
+        let builder = side_builder::<T, X>(id);
+        let node = add_node(
+            &self.plan,
+            &format!("side:{}", tag.id),
+            NodeKind::Operator,
+            vec![tagged],
+            "forward",
+            builder,
+        );
+        DataStream::from_node(Rc::clone(&self.plan), node)
+    }
+}
+
+fn side_builder<O: Clone + 'static, X: Data>(id: Arc<str>) -> crate::plan::Builder {
+    Arc::new(move |ctx, inputs, _name| {
+        let tagged = inputs[0].get::<Tagged<O>>(ctx.scope);
+        Some(ErasedStream::new(side_output::<O, X>(
+            tagged,
+            Arc::clone(&id),
+        )))
+    })
+}
+
+/// Adds the node that extracts the main output of the tagged node `tagged`.
+pub(crate) fn tagged_main<R: Data>(
+    plan: &Rc<std::cell::RefCell<crate::plan::Plan>>,
+    tagged: crate::plan::NodeId,
+) -> DataStream<R> {
+    let builder: crate::plan::Builder = Arc::new(move |ctx, inputs, _name| {
+        let t = inputs[0].get::<Tagged<R>>(ctx.scope);
+        Some(ErasedStream::new(main_output(t)))
+    });
+    let main = add_node(
+        plan,
+        "main",
+        NodeKind::Operator,
+        vec![tagged],
+        "main",
+        builder,
+    );
+    DataStream::from_node(Rc::clone(plan), main)
+}
+
+impl<K: Data + Hash + Eq, T: Data> KeyedStream<K, T> {
+    /// Applies a keyed process function: per-key state, timers and side outputs (Flink's
+    /// `KeyedStream.process`).
+    pub fn process<O: Data, F: KeyedProcessFunction<K, T, O>>(&self, f: F) -> DataStream<O> {
+        let f = Arc::new(f);
+        let key = Arc::clone(&self.key);
+        self.stream
+            .tagged_node("process", "hash", move |ctx, input, name| {
+                build_keyed_process(ctx, input, Arc::clone(&key), Arc::clone(&f), name)
+            })
+    }
+}
+
+/// Fails the job with a clear message when an event-time operator meets a record without a
+/// timestamp (as Flink does).
+pub(crate) fn no_timestamp_error(operator: &str) -> SpateError {
+    SpateError::Config(format!(
+        "operator {operator}: a record has no timestamp; event-time operators need \
+         `assign_timestamps_and_watermarks` upstream"
+    ))
+}
