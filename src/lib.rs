@@ -47,9 +47,10 @@ pub mod prelude {
         SingleFileSink, SocketTextSource, StdinSource, StdoutSink,
     };
     pub use spate_dataflow::{
-        ConnectedKeyedStreams, ConnectedStreams, DataStream, JobConfig, JobResult,
-        KeyedProcessFunction, KeyedStream, OutputTag, ProcessContext, SinkNode, StreamEnv,
-        TimeDomain, Timestamp, WatermarkGenerator, WatermarkStrategy, MAX_WATERMARK, NO_TIMESTAMP,
+        ConnectedKeyedStreams, ConnectedStreams, DataStream, Either, JobConfig, JobResult,
+        KeyedCoProcessFunction, KeyedProcessFunction, KeyedStream, OutputTag, ProcessContext,
+        SinkNode, StreamEnv, TimeDomain, Timestamp, WatermarkGenerator, WatermarkStrategy,
+        MAX_WATERMARK, NO_TIMESTAMP,
     };
     pub use spate_types::{BadRecordPolicy, Data, DeadLetter, SpateError, SpateResult, Value};
 }

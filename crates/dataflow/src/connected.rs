@@ -132,6 +132,10 @@ impl<K: Data + Hash + Eq, A: Data, B: Data> ConnectedKeyedStreams<K, A, B> {
         ConnectedKeyedStreams { first, second }
     }
 
+    pub(crate) fn parts(&self) -> (&KeyedStream<K, A>, &KeyedStream<K, B>) {
+        (&self.first, &self.second)
+    }
+
     /// Processes both inputs with one per-key state `S` (`None` until set; set to `None` to
     /// delete): `f1` for records of the first stream, `f2` for the second.
     pub fn process_with_state<S, R, F1, F2>(&self, f1: F1, f2: F2) -> DataStream<R>

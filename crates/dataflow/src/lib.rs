@@ -40,7 +40,9 @@ pub use connected::{ConnectedKeyedStreams, ConnectedStreams};
 pub use env::{JobResult, Role, StopHandle, StreamEnv};
 pub use execute::{request_stop, Progress};
 pub use keyed::KeyedStream;
-pub use process::{KeyedProcessFunction, OutputTag, ProcessContext, TimeDomain};
+pub use process::{
+    Either, KeyedCoProcessFunction, KeyedProcessFunction, OutputTag, ProcessContext, TimeDomain,
+};
 pub use stream::{DataStream, SinkNode};
 pub use time::{
     BoundedOutOfOrderness, Timestamp, WatermarkGenerator, WatermarkStrategy, MAX_WATERMARK,

@@ -617,3 +617,81 @@ pub(crate) fn no_timestamp_error(operator: &str) -> SpateError {
          `assign_timestamps_and_watermarks` upstream"
     ))
 }
+
+/// A record of one of two connected streams.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum Either<A, B> {
+    /// From the first stream.
+    First(A),
+    /// From the second stream.
+    Second(B),
+}
+
+/// A function over two keyed streams with shared per-key state and timers (Flink's
+/// `KeyedCoProcessFunction`).
+pub trait KeyedCoProcessFunction<K, A, B, O>: Send + Sync + 'static {
+    /// The per-key state, shared by both inputs.
+    type State: 'static;
+
+    /// Handles one record of the first stream.
+    fn process_element1(&self, value: A, ctx: &mut ProcessContext<'_, K, Self::State, O>);
+
+    /// Handles one record of the second stream.
+    fn process_element2(&self, value: B, ctx: &mut ProcessContext<'_, K, Self::State, O>);
+
+    /// Handles a timer of the current key.
+    fn on_timer(
+        &self,
+        timestamp: Timestamp,
+        domain: TimeDomain,
+        ctx: &mut ProcessContext<'_, K, Self::State, O>,
+    ) {
+        let _ = (timestamp, domain, ctx);
+    }
+}
+
+/// Runs a co-process function as a process function over `Either` records.
+struct CoAdapter<F, A, B>(F, PhantomData<fn(A, B)>);
+
+impl<K, A, B, O, F> KeyedProcessFunction<K, Either<A, B>, O> for CoAdapter<F, A, B>
+where
+    F: KeyedCoProcessFunction<K, A, B, O>,
+    A: 'static,
+    B: 'static,
+{
+    type State = F::State;
+
+    fn process_element(&self, value: Either<A, B>, ctx: &mut ProcessContext<'_, K, F::State, O>) {
+        match value {
+            Either::First(a) => self.0.process_element1(a, ctx),
+            Either::Second(b) => self.0.process_element2(b, ctx),
+        }
+    }
+
+    fn on_timer(
+        &self,
+        timestamp: Timestamp,
+        domain: TimeDomain,
+        ctx: &mut ProcessContext<'_, K, F::State, O>,
+    ) {
+        self.0.on_timer(timestamp, domain, ctx)
+    }
+}
+
+impl<K: Data + Hash + Eq, A: Data, B: Data> crate::ConnectedKeyedStreams<K, A, B> {
+    /// Applies a keyed co-process function: both inputs, routed by key, share per-key state
+    /// and timers; the operator's watermark is the minimum of both inputs'.
+    pub fn process<O: Data, F: KeyedCoProcessFunction<K, A, B, O>>(&self, f: F) -> DataStream<O> {
+        let (first, second) = self.parts();
+        let (k1, k2) = (Arc::clone(&first.key), Arc::clone(&second.key));
+        let merged = first
+            .stream
+            .map(Either::<A, B>::First)
+            .union(&[second.stream.map(Either::<A, B>::Second)]);
+        let key: KeyFn<K, Either<A, B>> = Arc::new(move |e: &Either<A, B>| match e {
+            Either::First(a) => k1(a),
+            Either::Second(b) => k2(b),
+        });
+        KeyedStream::new(merged, key).process(CoAdapter(f, PhantomData))
+    }
+}
