@@ -5,3 +5,4 @@ mod bad_input;
 mod event_time;
 mod flow_control;
 mod operators;
+mod windows;

@@ -34,6 +34,7 @@ pub mod plan;
 pub mod process;
 pub mod stream;
 pub mod time;
+pub mod window;
 
 pub use config::JobConfig;
 pub use connected::{ConnectedKeyedStreams, ConnectedStreams};
@@ -47,4 +48,12 @@ pub use stream::{DataStream, SinkNode};
 pub use time::{
     BoundedOutOfOrderness, Timestamp, WatermarkGenerator, WatermarkStrategy, MAX_WATERMARK,
     NO_TIMESTAMP,
+};
+pub use window::{
+    AggregateFunction, ContinuousEventTimeTrigger, ContinuousProcessingTimeTrigger, CountTrigger,
+    EventTimeSessionWindows, EventTimeTrigger, GlobalWindow, GlobalWindows, NeverTrigger,
+    ProcessingTimeSessionWindows, ProcessingTimeTrigger, PurgingTrigger, SlidingEventTimeWindows,
+    SlidingProcessingTimeWindows, TimeWindow, Trigger, TriggerContext, TriggerResult, TriggerState,
+    TumblingEventTimeWindows, TumblingProcessingTimeWindows, Window, WindowAssigner, WindowContext,
+    WindowedStream,
 };

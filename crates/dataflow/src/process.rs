@@ -21,6 +21,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::hash::Hash;
 use std::marker::PhantomData;
 use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -30,7 +31,7 @@ use timely::container::CapacityContainerBuilder;
 use timely::dataflow::channels::pact::{Exchange, Pipeline};
 use timely::dataflow::operators::{Capability, Operator};
 
-use crate::execute::BuildCtx;
+use crate::execute::{BuildCtx, JobShared};
 use crate::keyed::{key_route, KeyFn, KeyedStream};
 use crate::plan::{ErasedStream, Flow, NodeKind, TStream, WStream};
 use crate::stream::{add_node, DataStream};
@@ -128,15 +129,11 @@ impl<K: Hash + Eq + Clone> Timers<K> {
     fn next(&self) -> Option<Timestamp> {
         self.queue.keys().next().copied()
     }
-
-    /// The number of timers.
-    pub(crate) fn len(&self) -> usize {
-        self.queue.values().map(|k| k.len()).sum()
-    }
 }
 
 /// What a process function sees while it handles one record or one timer.
 pub struct ProcessContext<'a, K, S, O> {
+    env: &'a OperatorEnv,
     key: &'a K,
     state: &'a mut Option<S>,
     timestamp: Timestamp,
@@ -150,6 +147,21 @@ impl<K: Hash + Eq + Clone, S, O> ProcessContext<'_, K, S, O> {
     /// The current key.
     pub fn key(&self) -> &K {
         self.key
+    }
+
+    /// Fails the job with `error` (for input the function cannot handle).
+    pub fn fail(&mut self, error: SpateError) {
+        self.env.shared.fail(error);
+    }
+
+    /// Counts one record dropped for being late (`<operator>.numLateRecordsDropped`).
+    pub fn count_late_record_dropped(&mut self) {
+        self.env.late_dropped.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The operator's name, for messages.
+    pub fn operator_name(&self) -> &str {
+        &self.env.name
     }
 
     /// The current key's state: `None` until set; set it to `None` to clear it.
@@ -233,8 +245,16 @@ pub trait KeyedProcessFunction<K, I, O>: Send + Sync + 'static {
     }
 }
 
+/// What an operator instance's functions may reach of the job.
+pub(crate) struct OperatorEnv {
+    shared: Arc<JobShared>,
+    late_dropped: Arc<AtomicU64>,
+    name: String,
+}
+
 /// One operator instance: its keys' state and timers, and its watermark.
 struct Instance<K, S, O> {
+    env: OperatorEnv,
     states: HashMap<K, S, FxBuildHasher>,
     event_timers: Timers<K>,
     processing_timers: Timers<K>,
@@ -252,6 +272,7 @@ impl<K: Hash + Eq + Clone, S, O> Instance<K, S, O> {
         let mut state = self.states.remove(key);
         let result = {
             let mut ctx = ProcessContext {
+                env: &self.env,
                 key,
                 state: &mut state,
                 timestamp,
@@ -289,6 +310,14 @@ where
     let pact = Exchange::new(move |x: &(Timestamp, I)| key_route(&route(&x.1), maxp, peers));
     let wm = ctx.exchange_wm(input.wm, name);
     let scope = ctx.scope;
+    let env = OperatorEnv {
+        shared: Arc::clone(ctx.shared()),
+        late_dropped: ctx
+            .shared()
+            .metrics
+            .counter(&format!("{name}.numLateRecordsDropped")),
+        name: name.to_owned(),
+    };
     // One output carries both records and watermarks, tagged, so that a watermark leaves at
     // the same epoch as the records it fired; two forward operators split them after.
     let both = input
@@ -304,6 +333,7 @@ where
                 let mut gate = WmGate::new();
                 let mut tracker = WmTracker::new(1);
                 let mut inst: Instance<K, F::State, O> = Instance {
+                    env,
                     states: HashMap::default(),
                     event_timers: Timers::new(),
                     processing_timers: Timers::new(),

@@ -200,11 +200,6 @@ impl WmTracker {
         }
     }
 
-    /// The combined watermark so far.
-    pub(crate) fn current(&self) -> Timestamp {
-        self.current
-    }
-
     /// Takes one message in; returns the combined message to send on, if it changed.
     pub(crate) fn update(&mut self, msg: &WmMsg) -> Option<WmMsg> {
         let slot = msg.slot as usize;
@@ -245,10 +240,6 @@ impl WmGate {
 
     pub(crate) fn push(&mut self, cap: Capability<Epoch>, msg: WmMsg) {
         self.pending.push((cap, msg));
-    }
-
-    pub(crate) fn is_empty(&self) -> bool {
-        self.pending.is_empty()
     }
 
     /// The messages whose epoch the data frontier has passed, in epoch order, with their
@@ -504,7 +495,6 @@ mod tests {
         assert_eq!(t.update(&msg(0, 0, true)).map(|m| m.wm), Some(20));
         // Slot 0 comes back behind: the output does not go back.
         assert_eq!(t.update(&msg(0, 12, false)), None);
-        assert_eq!(t.current(), 20);
         // Both idle: the output says idle.
         t.update(&msg(0, 0, true));
         assert_eq!(t.update(&msg(1, 0, true)), Some(msg(0, 20, true)));

@@ -1,0 +1,302 @@
+//! Windows against a naive oracle that sorts by event time, and Flink's lateness rules.
+//!
+//! The property tests draw out-of-order streams whose disorder stays within the watermark
+//! bound, so no element is late and the result is fully determined: per key and window, the
+//! same aggregate as the oracle's, on any number of workers. The lateness tests build streams
+//! whose verdicts do not depend on timing (see `lateness_config`).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use proptest::prelude::*;
+use spate::dataflow::{
+    AggregateFunction, CountTrigger, EventTimeSessionWindows, GlobalWindow, OutputTag,
+    PurgingTrigger, SlidingEventTimeWindows, TimeWindow, TumblingEventTimeWindows, WindowContext,
+};
+use spate::prelude::*;
+
+type Rec = (u8, i64, i64); // (key, event time, value)
+
+/// Draws records whose timestamps go back at most `disorder` from the largest seen so far.
+fn stream(disorder: i64) -> impl Strategy<Value = Vec<Rec>> {
+    prop::collection::vec((0u8..6, 0i64..400, -50i64..50), 0..300).prop_map(move |steps| {
+        let mut max = 0i64;
+        steps
+            .into_iter()
+            .map(|(k, step, v)| {
+                // Mostly forward; sometimes back by up to `disorder`.
+                let ts = if step % 4 == 0 {
+                    (max - step % (disorder + 1)).max(0)
+                } else {
+                    max + step / 8
+                };
+                max = max.max(ts);
+                (k, ts, v)
+            })
+            .collect()
+    })
+}
+
+fn config(workers: usize) -> JobConfig {
+    let mut c = JobConfig::local(workers);
+    c.epoch_max_records = 37;
+    c
+}
+
+fn with_time(env: &StreamEnv, input: Vec<Rec>, bound: i64) -> DataStream<Rec> {
+    env.from_collection(input).assign_timestamps_and_watermarks(
+        WatermarkStrategy::for_bounded_out_of_orderness(Duration::from_millis(bound as u64))
+            .with_timestamp_assigner(|r: &Rec, _| r.1),
+    )
+}
+
+/// Sum and count of the values: an incremental aggregate.
+struct SumCount;
+
+impl AggregateFunction<Rec> for SumCount {
+    type Acc = (i64, u64);
+    type Out = (i64, u64);
+    fn create_accumulator(&self) -> (i64, u64) {
+        (0, 0)
+    }
+    fn add(&self, r: &Rec, acc: &mut (i64, u64)) {
+        acc.0 += r.2;
+        acc.1 += 1;
+    }
+    fn get_result(&self, acc: &(i64, u64)) -> (i64, u64) {
+        *acc
+    }
+    fn merge(&self, a: (i64, u64), b: (i64, u64)) -> (i64, u64) {
+        (a.0 + b.0, a.1 + b.1)
+    }
+}
+
+type Row = (u8, i64, i64, i64, u64); // key, start, end, sum, count
+
+fn oracle_fixed(input: &[Rec], size: i64, slide: i64) -> Vec<Row> {
+    let mut acc: BTreeMap<(u8, i64), (i64, u64)> = BTreeMap::new();
+    for &(k, ts, v) in input {
+        let last = ts - ts.rem_euclid(slide);
+        let mut start = last;
+        while start > ts - size {
+            let e = acc.entry((k, start)).or_default();
+            e.0 += v;
+            e.1 += 1;
+            start -= slide;
+        }
+    }
+    acc.into_iter()
+        .map(|((k, s), (sum, n))| (k, s, s + size, sum, n))
+        .collect()
+}
+
+fn oracle_sessions(input: &[Rec], gap: i64) -> Vec<Row> {
+    let mut per_key: BTreeMap<u8, Vec<(i64, i64)>> = BTreeMap::new();
+    for &(k, ts, v) in input {
+        per_key.entry(k).or_default().push((ts, v));
+    }
+    let mut rows = Vec::new();
+    for (k, mut evs) in per_key {
+        evs.sort();
+        let mut cur: Option<(i64, i64, i64, u64)> = None;
+        for (ts, v) in evs {
+            cur = match cur {
+                // Flink merges windows that touch: [s, e) and [ts, ts+gap) with ts <= e.
+                Some((s, e, sum, n)) if ts <= e => Some((s, e.max(ts + gap), sum + v, n + 1)),
+                Some(done) => {
+                    rows.push((k, done.0, done.1, done.2, done.3));
+                    Some((ts, ts + gap, v, 1))
+                }
+                None => Some((ts, ts + gap, v, 1)),
+            };
+        }
+        if let Some(done) = cur {
+            rows.push((k, done.0, done.1, done.2, done.3));
+        }
+    }
+    rows
+}
+
+fn sorted<T: Ord>(mut v: Vec<T>) -> Vec<T> {
+    v.sort();
+    v
+}
+
+fn to_row(k: &u8, w: &WindowContext<'_, TimeWindow>, (sum, n): (i64, u64), out: &mut Vec<Row>) {
+    out.push((*k, w.window.start, w.window.end, sum, n));
+}
+
+fn cases() -> ProptestConfig {
+    ProptestConfig {
+        cases: 10,
+        ..ProptestConfig::default()
+    }
+}
+
+proptest! {
+    #![proptest_config(cases())]
+
+    #[test]
+    fn tumbling_and_sliding_aggregates_equal_the_oracle(
+        input in stream(40),
+        size in 1i64..200,
+        slides in 1i64..4,
+        workers in 1usize..4,
+    ) {
+        let slide = (size / slides).max(1);
+        let env = StreamEnv::new(config(workers));
+        let out = with_time(&env, input.clone(), 40)
+            .key_by(|r: &Rec| r.0)
+            .window(SlidingEventTimeWindows::of(
+                Duration::from_millis(size as u64),
+                Duration::from_millis(slide as u64),
+            ))
+            .aggregate_with(SumCount, to_row)
+            .collect();
+        env.execute("sliding").unwrap();
+        prop_assert_eq!(sorted(out.take()), oracle_fixed(&input, size, slide));
+    }
+
+    #[test]
+    fn reduce_and_process_equal_the_oracle(input in stream(25), size in 1i64..300, workers in 1usize..4) {
+        let env = StreamEnv::new(config(workers));
+        let timed = with_time(&env, input.clone(), 25);
+        let keyed = timed.key_by(|r: &Rec| r.0);
+        let window = keyed.window(TumblingEventTimeWindows::of(Duration::from_millis(size as u64)));
+        let reduced = window
+            .reduce_with(
+                |a: Rec, b: Rec| (a.0, a.1.max(b.1), a.2 + b.2),
+                |k: &u8, w: &WindowContext<'_, TimeWindow>, r: Rec, out: &mut Vec<(u8, i64, i64)>| {
+                    out.push((*k, w.window.start, r.2))
+                },
+            )
+            .collect();
+        let processed = window
+            .process(|k: &u8, w: &WindowContext<'_, TimeWindow>, els: &[Rec], out: &mut Vec<Row>| {
+                out.push((*k, w.window.start, w.window.end, els.iter().map(|r| r.2).sum(), els.len() as u64))
+            })
+            .collect();
+        env.execute("tumbling").unwrap();
+        let expected = oracle_fixed(&input, size, size);
+        let sums: Vec<(u8, i64, i64)> = expected.iter().map(|r| (r.0, r.1, r.3)).collect();
+        prop_assert_eq!(sorted(reduced.take()), sums);
+        prop_assert_eq!(sorted(processed.take()), expected);
+    }
+
+    #[test]
+    fn sessions_merge_like_the_oracle(input in stream(30), gap in 1i64..120, workers in 1usize..4) {
+        let env = StreamEnv::new(config(workers));
+        let out = with_time(&env, input.clone(), 30)
+            .key_by(|r: &Rec| r.0)
+            .window(EventTimeSessionWindows::with_gap(Duration::from_millis(gap as u64)))
+            .aggregate_with(SumCount, to_row)
+            .collect();
+        env.execute("sessions").unwrap();
+        prop_assert_eq!(sorted(out.take()), sorted(oracle_sessions(&input, gap)));
+    }
+}
+
+/// One record per epoch, a watermark after every record, two epochs in flight: a record at
+/// position `j` sees the watermark of record `j - 3` or later and never that of `j` itself,
+/// so lateness verdicts are exact when every late record follows its watermark's cause by
+/// three fillers or more.
+fn lateness_config() -> JobConfig {
+    let mut c = JobConfig::local(1);
+    c.epoch_max_records = 1;
+    c.max_epochs_in_flight = 2;
+    c.auto_watermark_interval = Duration::ZERO;
+    c
+}
+
+fn lateness_input() -> Vec<Rec> {
+    let mut v = vec![(1, 1_000, 1), (1, 2_000, 1), (1, 15_000, 1)];
+    // Fillers on another key carry the watermark (14_999) down to the window operator.
+    v.extend((0..4).map(|i| (9, 15_000 + i, 0)));
+    // Late for [0, 10_000): behind the watermark by more than 0 ms, within 10 s.
+    v.push((1, 3_000, 1));
+    v.extend((0..4).map(|i| (9, 30_000 + i, 0)));
+    // Beyond 10 s of lateness once the watermark is 29_999.
+    v.push((1, 4_000, 1));
+    v
+}
+
+fn count_windows(allowed: u64, late: Option<&OutputTag<Rec>>) -> (Vec<(u8, i64, u64)>, Vec<Rec>) {
+    let env = StreamEnv::new(lateness_config());
+    let mut windowed = with_time(&env, lateness_input(), 0)
+        .key_by(|r: &Rec| r.0)
+        .window(TumblingEventTimeWindows::of(Duration::from_secs(10)))
+        .allowed_lateness(Duration::from_secs(allowed));
+    if let Some(tag) = late {
+        windowed = windowed.side_output_late_data(tag);
+    }
+    let main = windowed.aggregate_with(
+        SumCount,
+        |k: &u8,
+         w: &WindowContext<'_, TimeWindow>,
+         (_, n): (i64, u64),
+         out: &mut Vec<(u8, i64, u64)>| { out.push((*k, w.window.start, n)) },
+    );
+    let rows = main.filter(|r| r.0 == 1).collect();
+    let side = late.map(|tag| main.side_output(tag).collect());
+    let result = env.execute("lateness").unwrap();
+    let dropped: u64 = result
+        .metrics
+        .iter()
+        .filter(|(k, _)| k.ends_with("numLateRecordsDropped"))
+        .map(|(_, v)| *v)
+        .sum();
+    let side = side.map(|s| s.take()).unwrap_or_default();
+    if late.is_none() {
+        // Without a side output, what would go there is dropped and counted.
+        let expected_dropped = if allowed == 0 { 2 } else { 1 };
+        assert_eq!(dropped, expected_dropped, "numLateRecordsDropped");
+    }
+    (sorted(rows.take()), sorted(side))
+}
+
+#[test]
+fn late_records_go_to_the_side_output_without_lateness() {
+    let tag = OutputTag::<Rec>::new("late");
+    let (rows, side) = count_windows(0, Some(&tag));
+    assert_eq!(rows, vec![(1, 0, 2), (1, 10_000, 1)]);
+    assert_eq!(side, vec![(1, 3_000, 1), (1, 4_000, 1)]);
+}
+
+#[test]
+fn late_records_within_the_lateness_fire_the_window_again() {
+    let tag = OutputTag::<Rec>::new("late");
+    let (rows, side) = count_windows(10, Some(&tag));
+    // [0, 10 s) fires with 2, then again with 3 for the record 5 s late; the record that
+    // comes after the window's cleanup (watermark 29 999 >= 9 999 + 10 000) is late for good.
+    assert_eq!(rows, vec![(1, 0, 2), (1, 0, 3), (1, 10_000, 1)]);
+    assert_eq!(side, vec![(1, 4_000, 1)]);
+}
+
+#[test]
+fn late_records_are_counted_when_dropped() {
+    count_windows(0, None);
+    count_windows(10, None);
+}
+
+#[test]
+fn count_windows_fire_every_n_elements_per_key() {
+    let env = StreamEnv::new(JobConfig::local(2));
+    let input: Vec<(u8, i64)> = (0..100).map(|i| ((i % 3) as u8, i)).collect();
+    let out = env
+        .from_collection(input.clone())
+        .key_by(|r: &(u8, i64)| r.0)
+        .count_window(5)
+        .process(
+            |k: &u8,
+             _w: &WindowContext<'_, GlobalWindow>,
+             els: &[(u8, i64)],
+             out: &mut Vec<(u8, usize)>| { out.push((*k, els.len())) },
+        )
+        .collect();
+    env.execute("count windows").unwrap();
+    let got = out.take();
+    // Keys 0 and 1 have 34 and 33 elements: 6 full windows each; key 2 has 33: 6.
+    assert_eq!(got.len(), 18);
+    assert!(got.iter().all(|&(_, n)| n == 5));
+    let _ = PurgingTrigger::<Rec, GlobalWindow>::of(CountTrigger::of(2));
+}
