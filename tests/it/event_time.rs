@@ -69,3 +69,92 @@ fn timers_fire_on_the_final_watermark_on_any_number_of_workers() {
     assert_eq!(run(1, records.clone()), expected);
     assert_eq!(run(3, records), expected);
 }
+
+/// An unbounded source of `(i, i * 10 ms)` that never ends.
+struct Ticks;
+
+struct TickReader {
+    next: i64,
+}
+
+impl spate::types::Source<(i64, i64)> for Ticks {
+    fn name(&self) -> String {
+        "ticks".into()
+    }
+    fn is_bounded(&self) -> bool {
+        false
+    }
+    fn create_reader(
+        &self,
+        ctx: &spate::types::SourceContext,
+    ) -> SpateResult<Box<dyn spate::types::SourceReader<(i64, i64)>>> {
+        // Only worker 0 ticks; the others have no split and stay silent.
+        Ok(Box::new(TickReader {
+            next: if ctx.worker_index == 0 { 0 } else { -1 },
+        }))
+    }
+}
+
+impl spate::types::SourceReader<(i64, i64)> for TickReader {
+    fn poll(
+        &mut self,
+        out: &mut spate::types::SourceOutput<'_, (i64, i64)>,
+        max: usize,
+    ) -> SpateResult<spate::types::SourceStatus> {
+        if self.next < 0 {
+            return Ok(spate::types::SourceStatus::Idle);
+        }
+        for _ in 0..max.min(50) {
+            out.push((self.next, self.next * 10));
+            self.next += 1;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+        Ok(spate::types::SourceStatus::More)
+    }
+}
+
+/// Windows of 100 ms of ticks, on two workers where worker 1's reader never gives anything.
+fn windows_with_a_silent_worker(idleness: Option<Duration>) -> Vec<(i64, u64)> {
+    let env = StreamEnv::new(JobConfig::local(2));
+    let mut strategy = WatermarkStrategy::for_monotonous_timestamps()
+        .with_timestamp_assigner(|r: &(i64, i64), _| r.1);
+    if let Some(t) = idleness {
+        strategy = strategy.with_idleness(t);
+    }
+    let out = env
+        .from_source(Ticks)
+        .assign_timestamps_and_watermarks(strategy)
+        .key_by(|_| 0u8)
+        .window(spate::dataflow::TumblingEventTimeWindows::of(
+            Duration::from_millis(100),
+        ))
+        .process(
+            |_k: &u8,
+             w: &spate::dataflow::WindowContext<'_, spate::dataflow::TimeWindow>,
+             els: &[(i64, i64)],
+             out: &mut Vec<(i64, u64)>| out.push((w.window.start, els.len() as u64)),
+        )
+        .collect();
+    let stop = env.stop_handle();
+    let stopper = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(1500));
+        stop.stop();
+    });
+    env.execute("idleness").unwrap();
+    stopper.join().unwrap();
+    out.take()
+}
+
+#[test]
+fn an_idle_worker_leaves_the_watermark_minimum_only_with_idleness() {
+    // Without idleness the silent worker holds the combined watermark at its start: no
+    // window can fire (and a stop does not drain them, as in Flink).
+    assert!(windows_with_a_silent_worker(None).is_empty());
+    // With idleness it drops out after 100 ms, and full windows fire with 10 ticks each.
+    let fired = windows_with_a_silent_worker(Some(Duration::from_millis(100)));
+    assert!(fired.len() >= 2, "windows fired: {fired:?}");
+    assert!(
+        fired.iter().all(|&(start, n)| start % 100 == 0 && n == 10),
+        "{fired:?}"
+    );
+}
