@@ -54,6 +54,6 @@ pub use window::{
     EventTimeSessionWindows, EventTimeTrigger, GlobalWindow, GlobalWindows, NeverTrigger,
     ProcessingTimeSessionWindows, ProcessingTimeTrigger, PurgingTrigger, SlidingEventTimeWindows,
     SlidingProcessingTimeWindows, TimeWindow, Trigger, TriggerContext, TriggerResult, TriggerState,
-    TumblingEventTimeWindows, TumblingProcessingTimeWindows, Window, WindowAssigner, WindowContext,
-    WindowedStream,
+    TumblingEventTimeWindows, TumblingProcessingTimeWindows, Window, WindowAssigner, WindowBuf,
+    WindowContext, WindowedStream,
 };

@@ -28,6 +28,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+use smallvec::SmallVec;
 use spate_types::{Data, SpateError};
 
 use crate::keyed::KeyedStream;
@@ -36,6 +37,12 @@ use crate::process::{
 };
 use crate::stream::DataStream;
 use crate::time::{processing_time_now, Timestamp, MAX_WATERMARK, NO_TIMESTAMP};
+
+/// The windows an assigner gives one element (inline up to 8; use it like a `Vec`).
+pub type WindowBuf<W> = SmallVec<[W; 8]>;
+
+/// Timer requests of a trigger call.
+type TimerBuf = SmallVec<[(TimeDomain, Timestamp); 4]>;
 
 fn millis(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
@@ -111,7 +118,7 @@ pub trait WindowAssigner<T>: Send + Sync + 'static {
         element: &T,
         timestamp: Timestamp,
         processing_time: Timestamp,
-        out: &mut Vec<Self::W>,
+        out: &mut WindowBuf<Self::W>,
     );
     /// The trigger used when none is set.
     fn default_trigger(&self) -> Arc<dyn Trigger<T, Self::W>>;
@@ -150,7 +157,7 @@ impl TumblingEventTimeWindows {
 
 impl<T> WindowAssigner<T> for TumblingEventTimeWindows {
     type W = TimeWindow;
-    fn assign_windows(&self, _: &T, ts: Timestamp, _: Timestamp, out: &mut Vec<TimeWindow>) {
+    fn assign_windows(&self, _: &T, ts: Timestamp, _: Timestamp, out: &mut WindowBuf<TimeWindow>) {
         let start = TimeWindow::start_with_offset(ts, self.offset, self.size);
         out.push(TimeWindow::new(start, start + self.size));
     }
@@ -181,7 +188,7 @@ impl SlidingEventTimeWindows {
     }
 }
 
-fn sliding(ts: Timestamp, size: i64, slide: i64, offset: i64, out: &mut Vec<TimeWindow>) {
+fn sliding(ts: Timestamp, size: i64, slide: i64, offset: i64, out: &mut WindowBuf<TimeWindow>) {
     let last_start = TimeWindow::start_with_offset(ts, offset, slide);
     let mut start = last_start;
     while start > ts - size {
@@ -192,7 +199,7 @@ fn sliding(ts: Timestamp, size: i64, slide: i64, offset: i64, out: &mut Vec<Time
 
 impl<T> WindowAssigner<T> for SlidingEventTimeWindows {
     type W = TimeWindow;
-    fn assign_windows(&self, _: &T, ts: Timestamp, _: Timestamp, out: &mut Vec<TimeWindow>) {
+    fn assign_windows(&self, _: &T, ts: Timestamp, _: Timestamp, out: &mut WindowBuf<TimeWindow>) {
         sliding(ts, self.size, self.slide, self.offset, out);
     }
     fn default_trigger(&self) -> Arc<dyn Trigger<T, TimeWindow>> {
@@ -220,7 +227,7 @@ impl EventTimeSessionWindows {
 
 impl<T> WindowAssigner<T> for EventTimeSessionWindows {
     type W = TimeWindow;
-    fn assign_windows(&self, _: &T, ts: Timestamp, _: Timestamp, out: &mut Vec<TimeWindow>) {
+    fn assign_windows(&self, _: &T, ts: Timestamp, _: Timestamp, out: &mut WindowBuf<TimeWindow>) {
         out.push(TimeWindow::new(ts, ts.saturating_add(self.gap)));
     }
     fn default_trigger(&self) -> Arc<dyn Trigger<T, TimeWindow>> {
@@ -253,7 +260,7 @@ impl TumblingProcessingTimeWindows {
 
 impl<T> WindowAssigner<T> for TumblingProcessingTimeWindows {
     type W = TimeWindow;
-    fn assign_windows(&self, _: &T, _: Timestamp, now: Timestamp, out: &mut Vec<TimeWindow>) {
+    fn assign_windows(&self, _: &T, _: Timestamp, now: Timestamp, out: &mut WindowBuf<TimeWindow>) {
         let start = TimeWindow::start_with_offset(now, self.offset, self.size);
         out.push(TimeWindow::new(start, start + self.size));
     }
@@ -284,7 +291,7 @@ impl SlidingProcessingTimeWindows {
 
 impl<T> WindowAssigner<T> for SlidingProcessingTimeWindows {
     type W = TimeWindow;
-    fn assign_windows(&self, _: &T, _: Timestamp, now: Timestamp, out: &mut Vec<TimeWindow>) {
+    fn assign_windows(&self, _: &T, _: Timestamp, now: Timestamp, out: &mut WindowBuf<TimeWindow>) {
         sliding(now, self.size, self.slide, 0, out);
     }
     fn default_trigger(&self) -> Arc<dyn Trigger<T, TimeWindow>> {
@@ -312,7 +319,7 @@ impl ProcessingTimeSessionWindows {
 
 impl<T> WindowAssigner<T> for ProcessingTimeSessionWindows {
     type W = TimeWindow;
-    fn assign_windows(&self, _: &T, _: Timestamp, now: Timestamp, out: &mut Vec<TimeWindow>) {
+    fn assign_windows(&self, _: &T, _: Timestamp, now: Timestamp, out: &mut WindowBuf<TimeWindow>) {
         out.push(TimeWindow::new(now, now.saturating_add(self.gap)));
     }
     fn default_trigger(&self) -> Arc<dyn Trigger<T, TimeWindow>> {
@@ -339,7 +346,7 @@ impl GlobalWindows {
 
 impl<T> WindowAssigner<T> for GlobalWindows {
     type W = GlobalWindow;
-    fn assign_windows(&self, _: &T, _: Timestamp, _: Timestamp, out: &mut Vec<GlobalWindow>) {
+    fn assign_windows(&self, _: &T, _: Timestamp, _: Timestamp, out: &mut WindowBuf<GlobalWindow>) {
         out.push(GlobalWindow);
     }
     fn default_trigger(&self) -> Arc<dyn Trigger<T, GlobalWindow>> {
@@ -387,7 +394,7 @@ pub struct TriggerContext<'a> {
     watermark: Timestamp,
     processing_time: Timestamp,
     state: &'a mut TriggerState,
-    timers: &'a mut Vec<(TimeDomain, Timestamp)>,
+    timers: &'a mut TimerBuf,
 }
 
 impl TriggerContext<'_> {
@@ -875,13 +882,13 @@ struct WindowOperator<K, T, W, R, C> {
 
 /// The object-safe part of an assigner.
 trait WindowAssignerDyn<T, W>: Send + Sync {
-    fn assign(&self, e: &T, ts: Timestamp, now: Timestamp, out: &mut Vec<W>);
+    fn assign(&self, e: &T, ts: Timestamp, now: Timestamp, out: &mut WindowBuf<W>);
     fn event_time(&self) -> bool;
     fn merging(&self) -> bool;
 }
 
 impl<T, A: WindowAssigner<T>> WindowAssignerDyn<T, A::W> for A {
-    fn assign(&self, e: &T, ts: Timestamp, now: Timestamp, out: &mut Vec<A::W>) {
+    fn assign(&self, e: &T, ts: Timestamp, now: Timestamp, out: &mut WindowBuf<A::W>) {
         self.assign_windows(e, ts, now, out)
     }
     fn event_time(&self) -> bool {
@@ -915,7 +922,7 @@ where
 fn register_timers<K, S, O>(
     ctx: &mut ProcessContext<'_, K, S, O>,
     known: &mut Vec<(TimeDomain, Timestamp)>,
-    timers: &mut Vec<(TimeDomain, Timestamp)>,
+    timers: &mut TimerBuf,
 ) where
     K: Hash + Eq + Clone,
 {
@@ -977,7 +984,7 @@ where
         new: W,
         watermark: Timestamp,
         now: Timestamp,
-        timers: &mut Vec<(TimeDomain, Timestamp)>,
+        timers: &mut TimerBuf,
     ) -> usize {
         let mut merged = new;
         let mut absorbed: Vec<WinEntry<W, C::Acc>> = Vec::new();
@@ -1051,14 +1058,14 @@ where
         }
         let watermark = ctx.current_watermark();
         let now = processing_time_now();
-        let mut assigned: Vec<W> = Vec::with_capacity(2);
+        let mut assigned: WindowBuf<W> = WindowBuf::new();
         self.assigner.assign(&value, ts, now, &mut assigned);
         let key = ctx.key().clone();
         let mut windows = ctx.state().take().unwrap_or(KeyWindows {
             entries: Vec::new(),
         });
         let mut out: Vec<R> = Vec::new();
-        let mut timers: Vec<(TimeDomain, Timestamp)> = Vec::new();
+        let mut timers = TimerBuf::new();
         let mut skipped = true;
         for w in assigned {
             let idx = if self.assigner.merging() {
@@ -1136,7 +1143,7 @@ where
         let watermark = ctx.current_watermark();
         let now = processing_time_now();
         let mut out: Vec<R> = Vec::new();
-        let mut timers: Vec<(TimeDomain, Timestamp)> = Vec::new();
+        let mut timers = TimerBuf::new();
         let timer_domain_matches = |event: bool| match domain {
             TimeDomain::EventTime => event,
             TimeDomain::ProcessingTime => !event,
