@@ -158,3 +158,106 @@ fn an_idle_worker_leaves_the_watermark_minimum_only_with_idleness() {
         "{fired:?}"
     );
 }
+
+/// One reader with two interleaved splits whose clocks run at different speeds: split 0 at
+/// 10 ms per record, split 1 at 1 ms per record.
+struct TwoSpeeds;
+
+struct TwoSpeedsReader {
+    next: i64,
+}
+
+const PER_SPLIT: i64 = 3000;
+
+impl spate::types::Source<(u32, i64)> for TwoSpeeds {
+    fn name(&self) -> String {
+        "two-speeds".into()
+    }
+    fn is_bounded(&self) -> bool {
+        true
+    }
+    fn create_reader(
+        &self,
+        _ctx: &spate::types::SourceContext,
+    ) -> SpateResult<Box<dyn spate::types::SourceReader<(u32, i64)>>> {
+        Ok(Box::new(TwoSpeedsReader { next: 0 }))
+    }
+}
+
+impl spate::types::SourceReader<(u32, i64)> for TwoSpeedsReader {
+    fn poll(
+        &mut self,
+        out: &mut spate::types::SourceOutput<'_, (u32, i64)>,
+        max: usize,
+    ) -> SpateResult<spate::types::SourceStatus> {
+        for _ in 0..max.min(64) {
+            if self.next == PER_SPLIT {
+                out.split_finished(0);
+                out.split_finished(1);
+                return Ok(spate::types::SourceStatus::Finished);
+            }
+            out.split(0);
+            out.push((0, self.next * 10));
+            out.split(1);
+            out.push((1, self.next));
+            self.next += 1;
+        }
+        // Give the watermark timer a chance between polls.
+        std::thread::sleep(Duration::from_millis(1));
+        Ok(spate::types::SourceStatus::More)
+    }
+}
+
+#[test]
+fn watermarks_are_the_minimum_over_a_readers_splits() {
+    let mut config = JobConfig::local(1);
+    config.auto_watermark_interval = Duration::from_millis(5);
+    let env = StreamEnv::new(config);
+    let late = OutputTag::<(u32, i64)>::new("late");
+    let windows = env
+        .from_source(TwoSpeeds)
+        .assign_timestamps_and_watermarks(
+            WatermarkStrategy::for_monotonous_timestamps()
+                .with_timestamp_assigner(|r: &(u32, i64), _| r.1),
+        )
+        .key_by(|r: &(u32, i64)| r.0)
+        .window(spate::dataflow::TumblingEventTimeWindows::of(
+            Duration::from_millis(100),
+        ))
+        .side_output_late_data(&late)
+        .aggregate_with(
+            CountAgg,
+            |k: &u32,
+             w: &spate::dataflow::WindowContext<'_, spate::dataflow::TimeWindow>,
+             n: u64,
+             out: &mut Vec<(u32, i64, u64)>| out.push((*k, w.window.start, n)),
+        );
+    let late_records = windows.side_output(&late).collect();
+    let rows = windows.collect();
+    env.execute("splits").unwrap();
+    // Split 1's clock is ten times slower: with one generator for the whole reader, its
+    // records would be behind the watermark split 0 drives. Per split, none is late.
+    assert!(late_records.take().is_empty(), "no record is late");
+    let rows = rows.take();
+    let total: u64 = rows.iter().map(|r| r.2).sum();
+    assert_eq!(total, 2 * PER_SPLIT as u64);
+}
+
+struct CountAgg;
+
+impl spate::dataflow::AggregateFunction<(u32, i64)> for CountAgg {
+    type Acc = u64;
+    type Out = u64;
+    fn create_accumulator(&self) -> u64 {
+        0
+    }
+    fn add(&self, _: &(u32, i64), acc: &mut u64) {
+        *acc += 1;
+    }
+    fn get_result(&self, acc: &u64) -> u64 {
+        *acc
+    }
+    fn merge(&self, a: u64, b: u64) -> u64 {
+        a + b
+    }
+}

@@ -252,6 +252,8 @@ impl<T: DeserializeOwned> SourceReader<T> for CsvReader<T> {
                     });
                 }
                 let open = self.open(self.next_file)?;
+                // Each file is a split with its own watermark generator.
+                out.split(self.next_file as u32);
                 self.next_file += 1;
                 self.current = Some(open);
                 continue;
@@ -280,6 +282,7 @@ impl<T: DeserializeOwned> SourceReader<T> for CsvReader<T> {
                 },
                 Ok(false) => {
                     self.done_bytes += input.len;
+                    out.split_finished(open.file as u32);
                     self.current = None;
                     continue;
                 }
