@@ -47,6 +47,10 @@ pub mod prelude {
         SingleFileSink, SocketTextSource, StdinSource, StdoutSink,
     };
     pub use spate_dataflow::{
+        CoGroup, CoGroupedStreams, InnerJoin, IntervalJoin, IntervalJoined, JoinContext,
+        JoinEqualTo, JoinWhere, JoinWithWindow, JoinedStreams,
+    };
+    pub use spate_dataflow::{
         ConnectedKeyedStreams, ConnectedStreams, DataStream, Either, JobConfig, JobResult,
         KeyedCoProcessFunction, KeyedProcessFunction, KeyedStream, OutputTag, ProcessContext,
         SinkNode, StreamEnv, TimeDomain, Timestamp, WatermarkGenerator, WatermarkStrategy,

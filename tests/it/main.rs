@@ -4,5 +4,6 @@
 mod bad_input;
 mod event_time;
 mod flow_control;
+mod joins;
 mod operators;
 mod windows;

@@ -30,6 +30,9 @@ pub struct JobConfig {
     pub poll_batch: usize,
     /// How often sources (and timestamp assigners) emit watermarks; 200 ms as in Flink.
     pub auto_watermark_interval: Duration,
+    /// How often a checkpoint cut is taken; `None`: never. Every worker crosses a checkpoint
+    /// boundary epoch at this period of its clock (see [`crate::checkpoint`]).
+    pub checkpoint_interval: Option<Duration>,
 }
 
 impl Default for JobConfig {
@@ -45,6 +48,7 @@ impl Default for JobConfig {
             max_epochs_in_flight: 4,
             poll_batch: 4096,
             auto_watermark_interval: Duration::from_millis(200),
+            checkpoint_interval: None,
         }
     }
 }

@@ -15,7 +15,7 @@
 //! `max_epochs_in_flight × epoch_max_records` records per worker.
 
 use std::cell::RefCell;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -31,6 +31,7 @@ use timely::dataflow::operators::generic::operator::empty;
 use timely::dataflow::operators::{Operator, Probe};
 use timely::dataflow::{InputHandleVec, ProbeHandle, Scope};
 
+use crate::checkpoint::EpochClock;
 use crate::config::JobConfig;
 use crate::metrics::Metrics;
 use crate::plan::{Epoch, ErasedStream, Flow, Plan, TStream, WStream};
@@ -509,8 +510,11 @@ pub(crate) fn run_worker(
     });
 
     let cfg = &shared.config;
-    let k = cfg.max_epochs_in_flight;
+    let k = cfg.max_epochs_in_flight as usize;
     let mut epoch: Epoch = 0;
+    // This worker's epochs that may still be incomplete somewhere downstream (flow control).
+    let mut in_flight: VecDeque<Epoch> = VecDeque::from([0]);
+    let clock = EpochClock::new(cfg.checkpoint_interval);
     let mut epoch_started = Instant::now();
     let mut emitted_in_epoch = 0usize;
     let mut stopping = false;
@@ -528,7 +532,12 @@ pub(crate) fn run_worker(
             }
         }
         let frontier = probe.with_frontier(|f| f.first().copied());
-        let may_emit = frontier.is_none_or(|f| epoch < f + k);
+        if let Some(f) = frontier {
+            while in_flight.len() > 1 && in_flight.front().is_some_and(|&e| e < f) {
+                in_flight.pop_front();
+            }
+        }
+        let may_emit = in_flight.len() <= k;
         let mut has_more = false;
         if may_emit {
             for d in drivers.iter_mut().filter(|d| !d.is_closed()) {
@@ -560,13 +569,22 @@ pub(crate) fn run_worker(
         for d in drivers.iter_mut().filter(|d| !d.is_closed()) {
             d.tick(now);
         }
-        if emitted_in_epoch >= cfg.epoch_max_records || now - epoch_started >= cfg.epoch_interval {
-            let next = if has_more {
-                epoch + 1
-            } else {
+        let boundary_due = clock.boundary_due(epoch, now);
+        if boundary_due.is_some()
+            || emitted_in_epoch >= cfg.epoch_max_records
+            || now - epoch_started >= cfg.epoch_interval
+        {
+            let next = match boundary_due {
+                // A checkpoint boundary: every worker moves to it at about the same time.
+                Some(b) => b,
+                None if has_more => epoch + 1,
                 // Nothing to give: move as far as flow control allows, so that this worker's
-                // inputs never hold back the frontier that busy workers wait on.
-                (epoch + 1).max(frontier.map_or(epoch + 1, |f| f + k - 1))
+                // inputs never hold back the frontier that busy workers wait on; never past
+                // the next checkpoint boundary, which only the clock crosses.
+                None => (epoch + 1)
+                    .max(frontier.map_or(epoch + 1, |f| f + k as u64 - 1))
+                    .min(clock.next_boundary(epoch).saturating_sub(1))
+                    .max(epoch + 1),
             };
             for d in drivers.iter_mut().filter(|d| !d.is_closed()) {
                 d.advance_to(next);
@@ -575,6 +593,7 @@ pub(crate) fn run_worker(
                 stats.advance_to(next);
             }
             epoch = next;
+            in_flight.push_back(next);
             emitted_in_epoch = 0;
             epoch_started = now;
         }

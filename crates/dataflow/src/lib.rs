@@ -14,6 +14,7 @@
 //! * [`StreamEnv`] ([`env`]): the job's entry point and `execute`.
 //! * [`DataStream`] ([`stream`]), [`KeyedStream`] ([`keyed`]), [`ConnectedStreams`] and
 //!   [`ConnectedKeyedStreams`] ([`connected`]): the API.
+//! * [`join`]: the interval join, the window join and the co-group.
 //! * [`plan`]: the job graph the API records, replayed on every worker.
 //! * [`execute`]: the worker loop, source driving and flow control (epochs in flight).
 //! * [`cluster`]: launching and supervising local processes.
@@ -23,6 +24,7 @@
 //! time. They bound the data in flight (flow control) and will delimit checkpoints.
 
 pub mod assign;
+pub mod checkpoint;
 pub mod cluster;
 pub mod config;
 pub mod connected;
