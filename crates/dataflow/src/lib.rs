@@ -30,6 +30,7 @@ pub mod config;
 pub mod connected;
 pub mod env;
 pub mod execute;
+pub mod join;
 pub mod keyed;
 pub mod metrics;
 pub mod plan;
@@ -42,6 +43,10 @@ pub use config::JobConfig;
 pub use connected::{ConnectedKeyedStreams, ConnectedStreams};
 pub use env::{JobResult, Role, StopHandle, StreamEnv};
 pub use execute::{request_stop, Progress};
+pub use join::{
+    CoGroup, CoGroupedStreams, InnerJoin, IntervalJoin, IntervalJoined, JoinContext, JoinEqualTo,
+    JoinWhere, JoinWithWindow, JoinedStreams,
+};
 pub use keyed::KeyedStream;
 pub use process::{
     Either, KeyedCoProcessFunction, KeyedProcessFunction, OutputTag, ProcessContext, TimeDomain,
