@@ -5,7 +5,10 @@
 
 use std::sync::Arc;
 
-use spate_types::{Source, SourceContext, SourceOutput, SourceReader, SourceStatus, SpateResult};
+use spate_types::{
+    Source, SourceContext, SourceOutput, SourceReader, SourceStatus, SpateError, SpateResult,
+    SplitPosition,
+};
 
 /// A bounded source of the elements of a `Vec`. See the [module docs](self).
 pub struct CollectionSource<T> {
@@ -59,6 +62,7 @@ impl<T: Clone + Send + Sync + 'static> Source<T> for CollectionSource<T> {
             step: workers,
             emitted: 0,
             total: total as u64,
+            done_before: None,
         }))
     }
 }
@@ -70,6 +74,8 @@ struct CollectionReader<T> {
     step: usize,
     emitted: u64,
     total: u64,
+    /// After a restore: item `i` was emitted before iff `i < done_before[i % old_workers]`.
+    done_before: Option<Vec<usize>>,
 }
 
 impl<T: Clone> SourceReader<T> for CollectionReader<T> {
@@ -84,8 +90,14 @@ impl<T: Clone> SourceReader<T> for CollectionReader<T> {
             let Some(item) = self.items.get(self.next) else {
                 break;
             };
-            out.push(item.clone());
-            emitted += 1;
+            let replayed = self
+                .done_before
+                .as_ref()
+                .is_some_and(|d| self.next < d[self.next % d.len()]);
+            if !replayed {
+                out.push(item.clone());
+                emitted += 1;
+            }
             self.next = self.next.saturating_add(self.step);
         }
         self.emitted += emitted as u64;
@@ -99,6 +111,40 @@ impl<T: Clone> SourceReader<T> for CollectionReader<T> {
     fn progress(&self) -> Option<(u64, u64)> {
         Some((self.emitted, self.total))
     }
+
+    /// One split per worker: the next item index, and the worker count (so that a restore on
+    /// another number of workers knows which items were read).
+    fn snapshot(&self) -> Option<Vec<SplitPosition>> {
+        Some(vec![SplitPosition {
+            split: (self.next % self.step) as u64,
+            position: serde_json::json!({ "next": self.next, "workers": self.step }),
+        }])
+    }
+
+    fn restore(&mut self, positions: &[SplitPosition]) -> SpateResult<()> {
+        self.done_before = round_robin_restore(positions)?;
+        Ok(())
+    }
+}
+
+/// Decodes round-robin positions (`{next, workers}` per old worker) into, per old worker, the
+/// first index it had not emitted.
+pub(crate) fn round_robin_restore(positions: &[SplitPosition]) -> SpateResult<Option<Vec<usize>>> {
+    let Some(first) = positions.first() else {
+        return Ok(None);
+    };
+    let bad = || SpateError::Config("checkpoint: malformed round-robin source position".into());
+    let workers = first.position["workers"].as_u64().ok_or_else(bad)? as usize;
+    let mut done = vec![0usize; workers.max(1)];
+    for p in positions {
+        let next = p.position["next"].as_u64().ok_or_else(bad)? as usize;
+        let split = p.split as usize;
+        if split >= done.len() {
+            return Err(bad());
+        }
+        done[split] = next;
+    }
+    Ok(Some(done))
 }
 
 #[cfg(test)]
@@ -124,6 +170,53 @@ mod tests {
             Some((recs.len() as u64, recs.len() as u64))
         );
         recs
+    }
+
+    #[test]
+    fn restored_readers_skip_what_was_read_even_on_other_worker_counts() {
+        let source = CollectionSource::new((0..100u32).collect());
+        for (before, after, polls) in [(2, 3, 4), (3, 2, 7), (1, 4, 10), (4, 1, 1)] {
+            let mut seen = Vec::new();
+            let mut positions = Vec::new();
+            for w in 0..before {
+                let mut r = source
+                    .create_reader(&SourceContext {
+                        worker_index: w,
+                        workers: before,
+                    })
+                    .unwrap();
+                let (mut recs, mut letters, mut dropped) = (Vec::new(), Vec::new(), 0);
+                for _ in 0..polls + w {
+                    let mut out = SourceOutput::new(&mut recs, &mut letters, &mut dropped);
+                    r.poll(&mut out, 3).unwrap();
+                }
+                seen.extend(recs);
+                positions.extend(r.snapshot().unwrap());
+            }
+            for w in 0..after {
+                let mut r = source
+                    .create_reader(&SourceContext {
+                        worker_index: w,
+                        workers: after,
+                    })
+                    .unwrap();
+                r.restore(&positions).unwrap();
+                let (mut recs, mut letters, mut dropped) = (Vec::new(), Vec::new(), 0);
+                loop {
+                    let mut out = SourceOutput::new(&mut recs, &mut letters, &mut dropped);
+                    if r.poll(&mut out, 5).unwrap() == SourceStatus::Finished {
+                        break;
+                    }
+                }
+                seen.extend(recs);
+            }
+            seen.sort_unstable();
+            assert_eq!(
+                seen,
+                (0..100).collect::<Vec<_>>(),
+                "{before} -> {after} workers"
+            );
+        }
     }
 
     #[test]

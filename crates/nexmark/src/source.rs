@@ -17,6 +17,7 @@ use std::time::Instant;
 
 use spate_types::{
     Source, SourceContext, SourceOutput, SourceReader, SourceStatus, SpateError, SpateResult,
+    SplitPosition,
 };
 
 use crate::generator::{GeneratorConfig, GeneratorShared, NexmarkGenerator};
@@ -83,6 +84,10 @@ impl Source<Event> for NexmarkSource {
 pub struct NexmarkReader {
     /// The live generators, in partition order.
     generators: Vec<NexmarkGenerator>,
+    /// The partition of each live generator.
+    partitions: Vec<usize>,
+    /// The partitions whose generators are exhausted.
+    finished: Vec<usize>,
     /// The generator that gives the next event.
     cursor: usize,
     emitted: u64,
@@ -114,6 +119,8 @@ impl NexmarkReader {
         let share = partitions.len() as f64 / config.partitions as f64;
         Ok(NexmarkReader {
             generators,
+            partitions,
+            finished: Vec::new(),
             cursor: 0,
             emitted: 0,
             total,
@@ -164,6 +171,7 @@ impl SourceReader<Event> for NexmarkReader {
                     }
                     None => {
                         self.generators.clear();
+                        self.finished.append(&mut self.partitions);
                         break;
                     }
                 }
@@ -179,6 +187,8 @@ impl SourceReader<Event> for NexmarkReader {
                     None => {
                         // Exhausted: the others still go on in the same order.
                         self.generators.remove(self.cursor);
+                        let done = self.partitions.remove(self.cursor);
+                        self.finished.push(done);
                     }
                 }
                 if self.cursor >= self.generators.len() {
@@ -192,6 +202,7 @@ impl SourceReader<Event> for NexmarkReader {
             || (self.generators.iter().all(|g| g.remaining() == Some(0)));
         if exhausted {
             self.generators.clear();
+            self.finished.append(&mut self.partitions);
             Ok(SourceStatus::Finished)
         } else {
             Ok(SourceStatus::More)
@@ -200,6 +211,62 @@ impl SourceReader<Event> for NexmarkReader {
 
     fn progress(&self) -> Option<(u64, u64)> {
         self.total.map(|total| (self.emitted, total))
+    }
+
+    /// Each partition is a split; its position is the number of its next event. Exhausted
+    /// partitions are not listed (they restart at their end: nothing).
+    fn snapshot(&self) -> Option<Vec<SplitPosition>> {
+        let mut positions: Vec<SplitPosition> = self
+            .partitions
+            .iter()
+            .zip(&self.generators)
+            .map(|(&p, g)| SplitPosition {
+                split: p as u64,
+                position: serde_json::json!(g.next_event_number()),
+            })
+            .collect();
+        positions.extend(self.finished.iter().map(|&p| SplitPosition {
+            split: p as u64,
+            position: serde_json::json!(null),
+        }));
+        Some(positions)
+    }
+
+    /// Regenerates each partition up to its position (the generator is deterministic, so the
+    /// events after it are the ones the failed run would have produced).
+    fn restore(&mut self, positions: &[SplitPosition]) -> SpateResult<()> {
+        let mut i = 0;
+        while i < self.generators.len() {
+            let p = self.partitions[i] as u64;
+            match positions.iter().find(|s| s.split == p) {
+                Some(SplitPosition { position, .. }) if position.is_null() => {
+                    self.generators.remove(i);
+                    let part = self.partitions.remove(i);
+                    self.finished.push(part);
+                    continue;
+                }
+                Some(SplitPosition { position, .. }) => {
+                    let target = position.as_u64().ok_or_else(|| {
+                        SpateError::Config(format!(
+                            "checkpoint: nexmark partition {p} has a bad position {position}"
+                        ))
+                    })?;
+                    let generator = &mut self.generators[i];
+                    while generator.next_event_number() < target {
+                        if generator.next_event().is_none() {
+                            break;
+                        }
+                    }
+                }
+                None => {}
+            }
+            i += 1;
+        }
+        // Go on with the partition whose next event comes first, as the failed run would.
+        self.cursor = (0..self.generators.len())
+            .min_by_key(|&i| self.generators[i].next_event_number())
+            .unwrap_or(0);
+        Ok(())
     }
 }
 

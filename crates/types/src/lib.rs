@@ -24,7 +24,9 @@ pub use bad_record::{BadRecordPolicy, DeadLetter};
 pub use error::{ErrorDomain, SpateError, SpateResult};
 pub use keygroup::{KeyGroup, KeyGroupRange, DEFAULT_MAX_PARALLELISM};
 pub use sink::{Sink, SinkContext, SinkWriter};
-pub use source::{Source, SourceContext, SourceOutput, SourceReader, SourceStatus, SplitMark};
+pub use source::{
+    Source, SourceContext, SourceOutput, SourceReader, SourceStatus, SplitMark, SplitPosition,
+};
 pub use value::Value;
 
 /// The bound on every record type that flows through a Spate job.

@@ -158,6 +158,33 @@ pub trait SourceReader<T> {
     fn progress(&self) -> Option<(u64, u64)> {
         None
     }
+
+    /// Where each of this reader's splits stands, for a checkpoint: after every record it has
+    /// emitted so far. `None` when the source cannot replay (a socket, stdin): after a
+    /// restore it goes on from wherever it is, so it is at most once, not exactly once.
+    ///
+    /// Positions are per split, not per worker, so a job can be restored on a different
+    /// number of workers: every new reader gets the positions of all splits and keeps its own.
+    fn snapshot(&self) -> Option<Vec<SplitPosition>> {
+        None
+    }
+
+    /// Moves this reader's splits to `positions` (those of a checkpoint; splits it does not
+    /// own are ignored, splits not listed start from the beginning).
+    fn restore(&mut self, positions: &[SplitPosition]) -> crate::SpateResult<()> {
+        let _ = positions;
+        Ok(())
+    }
+}
+
+/// The position of one split in a checkpoint: an id the source chooses (stable across
+/// worker counts) and an opaque position.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct SplitPosition {
+    /// The split's stable id (file index, byte-range index, partition number).
+    pub split: u64,
+    /// Where the split stands (an offset, an event number, ...).
+    pub position: serde_json::Value,
 }
 
 /// A parallel source: a description that every worker turns into its own reader.

@@ -4,7 +4,9 @@
 //! rate, its share `rate / n` of it. Unthrottled, a reader emits hundreds of millions of values
 //! per second, which makes it the source for measuring flow control against a slow sink.
 
-use spate_types::{Source, SourceContext, SourceOutput, SourceReader, SourceStatus, SpateResult};
+use spate_types::{
+    Source, SourceContext, SourceOutput, SourceReader, SourceStatus, SpateResult, SplitPosition,
+};
 
 use super::throttle::{check_rate, Throttle};
 
@@ -65,6 +67,8 @@ impl Source<u64> for SequenceSource {
             total: remaining,
             bounded: self.end.is_some(),
             throttle: self.rate.map(|rate| Throttle::new(rate / workers as f64)),
+            done_before: None,
+            worker,
         }))
     }
 }
@@ -77,6 +81,9 @@ struct SequenceReader {
     total: u64,
     bounded: bool,
     throttle: Option<Throttle>,
+    /// After a restore: value `v` was emitted before iff `v < done_before[v % old_workers]`.
+    done_before: Option<Vec<usize>>,
+    worker: u64,
 }
 
 impl SourceReader<u64> for SequenceReader {
@@ -97,9 +104,21 @@ impl SourceReader<u64> for SequenceReader {
             throttle.emitted(n);
         }
         let (mut v, step) = (self.next, self.step);
-        for _ in 0..n {
-            out.push(v);
-            v = v.wrapping_add(step);
+        match &self.done_before {
+            None => {
+                for _ in 0..n {
+                    out.push(v);
+                    v = v.wrapping_add(step);
+                }
+            }
+            Some(done) => {
+                for _ in 0..n {
+                    if v >= done[(v % done.len() as u64) as usize] as u64 {
+                        out.push(v);
+                    }
+                    v = v.wrapping_add(step);
+                }
+            }
         }
         self.next = v;
         self.remaining -= n;
@@ -109,6 +128,21 @@ impl SourceReader<u64> for SequenceReader {
     fn progress(&self) -> Option<(u64, u64)> {
         self.bounded
             .then(|| (self.total - self.remaining, self.total))
+    }
+
+    fn snapshot(&self) -> Option<Vec<SplitPosition>> {
+        Some(vec![SplitPosition {
+            split: self.worker,
+            position: serde_json::json!({
+                "next": if self.remaining == 0 { u64::MAX } else { self.next },
+                "workers": self.step,
+            }),
+        }])
+    }
+
+    fn restore(&mut self, positions: &[SplitPosition]) -> SpateResult<()> {
+        self.done_before = crate::collection::round_robin_restore(positions)?;
+        Ok(())
     }
 }
 

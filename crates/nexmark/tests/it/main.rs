@@ -7,4 +7,5 @@
 mod identity;
 mod parse;
 mod partitions;
+mod restore;
 mod util;
