@@ -10,6 +10,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use spate_connectors::SequenceSource;
 use spate_dataflow::{JobConfig, StreamEnv};
+use spate_nexmark::queries::Query;
 use spate_types::{Sink, SinkContext, SinkWriter, SpateResult};
 
 use crate::util::peak_rss_mb;
@@ -26,7 +27,7 @@ pub enum BenchCommand {
 /// `spate bench nexmark`.
 #[derive(Debug, Args)]
 pub struct NexmarkBenchArgs {
-    /// Comma-separated queries.
+    /// Comma-separated queries (q0 to q22 but q6), or `all`.
     #[arg(long, default_value = "q0,q1,q2,q3", alias = "query")]
     pub queries: String,
     /// Generated events per run (without --input).
@@ -70,13 +71,18 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
 
 fn nexmark(args: &NexmarkBenchArgs) -> Result<()> {
     let exe = std::env::current_exe().context("cannot find the spate executable")?;
-    for query in args
-        .queries
-        .split(',')
-        .map(str::trim)
-        .filter(|q| !q.is_empty())
-    {
-        query.parse::<spate_nexmark::queries::Query>()?;
+    let queries: Vec<Query> = if args.queries.trim() == "all" {
+        Query::ALL.to_vec()
+    } else {
+        args.queries
+            .split(',')
+            .map(str::trim)
+            .filter(|q| !q.is_empty())
+            .map(str::parse)
+            .collect::<Result<_, _>>()?
+    };
+    for query in queries {
+        let query = query.name();
         for _ in 0..args.repeat {
             let mut cmd = Command::new(&exe);
             cmd.args([

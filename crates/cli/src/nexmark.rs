@@ -71,7 +71,7 @@ pub struct GenArgs {
 /// `spate nexmark run`.
 #[derive(Debug, Clone, Args)]
 pub struct RunArgs {
-    /// The query: q0, q1, q2 or q3.
+    /// The query: q0 to q22 except q6 (see `spate_nexmark::queries`).
     #[arg(long)]
     pub query: Query,
     /// Generated events (without --input); default 1000000.
@@ -92,7 +92,8 @@ pub struct RunArgs {
     /// Processes (started and supervised on this machine).
     #[arg(long, default_value_t = 1)]
     pub processes: usize,
-    /// Write result rows to this file, one JSON array per line; otherwise they are discarded.
+    /// Write result rows to this file, one JSON array per line (with a `+I`/`-U`/`+U`/`-D`
+    /// prefix and a tab for updating queries); otherwise they are discarded.
     #[arg(long)]
     pub output: Option<PathBuf>,
     /// Generator partitions; the generated data depends on this, never on workers.
@@ -168,10 +169,7 @@ impl Attach for Output {
     fn attach<R: Row>(&self, rows: DataStream<R>) {
         match &self.path {
             Some(path) => {
-                let encoder = Arc::new(|row: &R, out: &mut Vec<u8>| {
-                    row.write_json(out);
-                    out.push(b'\n');
-                });
+                let encoder = Arc::new(|row: &R, out: &mut Vec<u8>| row.write_line(out));
                 rows.sink_to_single(SingleFileSink::with_encoder(path.clone(), encoder))
                     .name("output");
             }

@@ -2,33 +2,131 @@
 //!
 //! Each query reads the stream of [`Event`]s and produces typed rows. A row writes itself as
 //! one JSON array in the column order of `shared/nexmark/README.md` ([`Row::write_json`]),
-//! which is the form `nexmark_canon.py --compare` checks against Flink's results.
+//! which is the form `nexmark_canon.py --compare` checks against Flink's results. Queries whose
+//! results update (as Flink's updating tables do) emit [`Change`] rows: a changelog whose
+//! lines carry a `+I`, `-U`, `+U` or `-D` prefix ([`Row::write_line`]).
 //!
-//! | query | what it computes |
-//! |---|---|
-//! | q0 | pass-through of bids |
-//! | q1 | bids with the price in euro (`0.908 * price`, exact to three decimals) |
-//! | q2 | bids on auctions with `auction % 123 == 0` |
-//! | q3 | persons in OR, ID or CA who sell in category 10 (incremental keyed join) |
+//! Event time is each event's `dateTime`, with Flink's watermark of `dateTime − 4 s`
+//! ([`with_event_time`]). The joins and aggregations that Flink keeps as unbounded updating
+//! state emit their changes once per watermark step per key (Flink's mini-batch), so a
+//! bounded input ends with their final rows.
+//!
+//! | query | what it computes | how |
+//! |---|---|---|
+//! | q0 | pass-through of bids | map |
+//! | q1 | bids with the price in euro (`0.908 * price`, exact to three decimals) | map |
+//! | q2 | bids on auctions with `auction % 123 == 0` | filter |
+//! | q3 | persons in OR, ID or CA who sell in category 10 | incremental keyed join |
+//! | q4 | per category, the average winning price of closed auctions (updating) | keyed co-process join with a timer at each auction's expiry, then an updating average |
+//! | q5 | hot items: the auctions with the most bids per sliding window (10 s, slide 2 s) | per-auction counts in 2 s slices summed per window, then the maximum per window |
+//! | q7 | the bids with the highest price per 10 s tumbling window | partial maxima per key bucket and window, then the maximum per window |
+//! | q8 | persons who opened an auction in the 10 s tumbling window they registered in | tumbling window over persons and auctions keyed by person id |
+//! | q9 | the winning bid of each auction | keyed co-process join with a timer at each auction's expiry |
+//! | q10 | bids with their day (`yyyy-MM-dd`) and minute (`HH:mm`), the partition columns of Flink's file sink | map |
+//! | q11 | bids per bidder per session window (gap 10 s) | session windows |
+//! | q12 | bids per bidder per 10 s processing-time tumbling window | processing-time windows, flushed at the end of the input |
+//! | q13 | bids joined with the side input `(key, "key")`, `key` in `[0, 10000)`, on `auction % 10000` | lookup in a table built with the job |
+//! | q14 | bids of 1,000,000 to 50,000,000 euro with the time of day and the number of `c` in `extra` | filter and map |
+//! | q15 | per day: bids, bidders and auctions, in total and per price range (updating) | updating aggregate with distinct sets |
+//! | q16 | q15 per channel and day, with the latest minute (updating) | updating aggregate with distinct sets |
+//! | q17 | per auction and day: bids per price range, min, max, average and sum of prices (updating) | updating aggregate |
+//! | q18 | the latest bid of each bidder on each auction (updating) | updating top-1 |
+//! | q19 | the ten highest bids of each auction, with their rank (updating) | updating top-10 |
+//! | q20 | bids joined with their auction, for auctions in category 10 | incremental keyed join |
+//! | q21 | bids with a channel id: from the channel's name, or from the url's `channel_id` | filter and map |
+//! | q22 | bids with the first three directories of their url | map |
+//!
+//! q6 is left out: Flink cannot run it (an OVER window on an updating join), so it has no
+//! reference result.
+
+mod joins;
+mod stateless;
+mod updating;
+mod windowed;
 
 use std::fmt;
 use std::str::FromStr;
-use std::sync::Arc;
+use std::time::Duration;
 
-use spate_dataflow::DataStream;
+use spate_dataflow::{DataStream, WatermarkStrategy};
 use spate_types::{Data, SpateError};
 
 use crate::json::{write_i64 as write_int, write_str, write_ts};
 use crate::model::{Auction, Bid, Event, Person};
 
+pub use joins::{q20, q3, q4, q9, AuctionBidRow, CategoryAverageRow, SellerRow, WinningBidRow};
+pub use stateless::{
+    q0, q1, q10, q13, q14, q2, q21, q22, AuctionPriceRow, BidRow, BidTimeType, ChannelIdRow,
+    DatedBidRow, EuroBidRow, PricedBidRow, SideInputRow, UrlDirsRow, SIDE_INPUT_ROWS,
+};
+pub use updating::{
+    q15, q16, q17, q18, q19, AuctionDayStatsRow, BidStatsRow, ChannelStatsRow, FullBidRow,
+    RankedBidRow,
+};
+pub use windowed::{q11, q12, q5, q7, q8, HotItemRow, NewSellerRow, PriceBidRow, SessionCountRow};
+
+/// How a changelog row changes the result (Flink's `RowKind`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub enum RowKind {
+    /// A new row (`+I`).
+    Insert,
+    /// The old value of an updated row (`-U`).
+    UpdateBefore,
+    /// The new value of an updated row (`+U`).
+    UpdateAfter,
+    /// A row removed (`-D`).
+    Delete,
+}
+
+impl RowKind {
+    /// The short form: `+I`, `-U`, `+U` or `-D`.
+    pub fn short_string(self) -> &'static str {
+        match self {
+            RowKind::Insert => "+I",
+            RowKind::UpdateBefore => "-U",
+            RowKind::UpdateAfter => "+U",
+            RowKind::Delete => "-D",
+        }
+    }
+}
+
 /// A query's output row.
 pub trait Row: Data {
     /// Appends the row as one JSON array (no newline), columns in the reference order.
     fn write_json(&self, out: &mut Vec<u8>);
+
+    /// Appends the row as one line of a result file: the JSON array, preceded by its changelog
+    /// kind and a tab for rows of updating queries, and a newline.
+    fn write_line(&self, out: &mut Vec<u8>) {
+        self.write_json(out);
+        out.push(b'\n');
+    }
+}
+
+/// One change of an updating query's result.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub struct Change<R> {
+    /// How the row changes the result.
+    pub kind: RowKind,
+    /// The row.
+    pub row: R,
+}
+
+impl<R: Row> Row for Change<R> {
+    fn write_json(&self, out: &mut Vec<u8>) {
+        self.row.write_json(out);
+    }
+
+    fn write_line(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(self.kind.short_string().as_bytes());
+        out.push(b'\t');
+        self.row.write_json(out);
+        out.push(b'\n');
+    }
 }
 
 /// The queries Spate runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Query {
     /// Pass-through.
     Q0,
@@ -38,37 +136,126 @@ pub enum Query {
     Q2,
     /// Local item suggestion (join).
     Q3,
+    /// Average price for a category.
+    Q4,
+    /// Hot items.
+    Q5,
+    /// Highest bid.
+    Q7,
+    /// Monitor new users.
+    Q8,
+    /// Winning bids.
+    Q9,
+    /// Log to file system.
+    Q10,
+    /// User sessions.
+    Q11,
+    /// Processing-time windows.
+    Q12,
+    /// Bounded side input join.
+    Q13,
+    /// Calculation.
+    Q14,
+    /// Bidding statistics report.
+    Q15,
+    /// Channel statistics report.
+    Q16,
+    /// Auction statistics report.
+    Q17,
+    /// Find last bid.
+    Q18,
+    /// Auction top-k price.
+    Q19,
+    /// Expand bid with auction.
+    Q20,
+    /// Add channel id.
+    Q21,
+    /// Get URL directories.
+    Q22,
 }
 
 impl Query {
     /// Every query, in order.
-    pub const ALL: [Query; 4] = [Query::Q0, Query::Q1, Query::Q2, Query::Q3];
+    pub const ALL: [Query; 22] = [
+        Query::Q0,
+        Query::Q1,
+        Query::Q2,
+        Query::Q3,
+        Query::Q4,
+        Query::Q5,
+        Query::Q7,
+        Query::Q8,
+        Query::Q9,
+        Query::Q10,
+        Query::Q11,
+        Query::Q12,
+        Query::Q13,
+        Query::Q14,
+        Query::Q15,
+        Query::Q16,
+        Query::Q17,
+        Query::Q18,
+        Query::Q19,
+        Query::Q20,
+        Query::Q21,
+        Query::Q22,
+    ];
+
+    /// The query's name, `q0` to `q22`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Query::Q0 => "q0",
+            Query::Q1 => "q1",
+            Query::Q2 => "q2",
+            Query::Q3 => "q3",
+            Query::Q4 => "q4",
+            Query::Q5 => "q5",
+            Query::Q7 => "q7",
+            Query::Q8 => "q8",
+            Query::Q9 => "q9",
+            Query::Q10 => "q10",
+            Query::Q11 => "q11",
+            Query::Q12 => "q12",
+            Query::Q13 => "q13",
+            Query::Q14 => "q14",
+            Query::Q15 => "q15",
+            Query::Q16 => "q16",
+            Query::Q17 => "q17",
+            Query::Q18 => "q18",
+            Query::Q19 => "q19",
+            Query::Q20 => "q20",
+            Query::Q21 => "q21",
+            Query::Q22 => "q22",
+        }
+    }
 }
 
 impl FromStr for Query {
     type Err = SpateError;
     fn from_str(s: &str) -> Result<Self, SpateError> {
-        match s.to_ascii_lowercase().as_str() {
-            "q0" => Ok(Query::Q0),
-            "q1" => Ok(Query::Q1),
-            "q2" => Ok(Query::Q2),
-            "q3" => Ok(Query::Q3),
-            _ => Err(SpateError::Config(format!(
-                "unknown query `{s}`: expected one of q0, q1, q2, q3"
-            ))),
-        }
+        let lower = s.to_ascii_lowercase();
+        Query::ALL
+            .iter()
+            .copied()
+            .find(|q| q.name() == lower)
+            .ok_or_else(|| {
+                let names: Vec<&str> = Query::ALL.iter().map(|q| q.name()).collect();
+                let hint = if lower == "q6" {
+                    " (q6 is not implemented: Flink cannot run it, so it has no reference)"
+                } else {
+                    ""
+                };
+                SpateError::Config(format!(
+                    "unknown query `{s}`{hint}: expected one of {}",
+                    names.join(", ")
+                ))
+            })
     }
 }
 
 impl fmt::Display for Query {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let name = match self {
-            Query::Q0 => "q0",
-            Query::Q1 => "q1",
-            Query::Q2 => "q2",
-            Query::Q3 => "q3",
-        };
-        f.write_str(name)
+        f.write_str(self.name())
     }
 }
 
@@ -79,13 +266,46 @@ pub trait Attach {
 }
 
 /// Builds `query` on `events` and hands its output to `attach`.
+///
+/// Queries on event time give `events` timestamps and watermarks ([`with_event_time`]); pass
+/// the source's stream itself, so that each of its splits gets its own watermark generator.
 pub fn build(query: Query, events: &DataStream<Event>, attach: &impl Attach) {
     match query {
         Query::Q0 => attach.attach(q0(events)),
         Query::Q1 => attach.attach(q1(events)),
         Query::Q2 => attach.attach(q2(events)),
         Query::Q3 => attach.attach(q3(events)),
+        Query::Q4 => attach.attach(q4(events)),
+        Query::Q5 => attach.attach(q5(events)),
+        Query::Q7 => attach.attach(q7(events)),
+        Query::Q8 => attach.attach(q8(events)),
+        Query::Q9 => attach.attach(q9(events)),
+        Query::Q10 => attach.attach(q10(events)),
+        Query::Q11 => attach.attach(q11(events)),
+        Query::Q12 => attach.attach(q12(events)),
+        Query::Q13 => attach.attach(q13(events)),
+        Query::Q14 => attach.attach(q14(events)),
+        Query::Q15 => attach.attach(q15(events)),
+        Query::Q16 => attach.attach(q16(events)),
+        Query::Q17 => attach.attach(q17(events)),
+        Query::Q18 => attach.attach(q18(events)),
+        Query::Q19 => attach.attach(q19(events)),
+        Query::Q20 => attach.attach(q20(events)),
+        Query::Q21 => attach.attach(q21(events)),
+        Query::Q22 => attach.attach(q22(events)),
     }
+}
+
+/// Flink's watermark delay in the Nexmark queries: `dateTime − 4 s`.
+pub const WATERMARK_DELAY: Duration = Duration::from_secs(4);
+
+/// The events with their `dateTime` as event timestamp and watermarks `WATERMARK_DELAY`
+/// behind the latest one (per source split, when `events` is a source's stream).
+pub fn with_event_time(events: &DataStream<Event>) -> DataStream<Event> {
+    events.assign_timestamps_and_watermarks(
+        WatermarkStrategy::for_bounded_out_of_orderness(WATERMARK_DELAY)
+            .with_timestamp_assigner(|e: &Event, _| e.date_time()),
+    )
 }
 
 /// The bids of an event stream.
@@ -118,141 +338,6 @@ pub fn auctions(events: &DataStream<Event>) -> DataStream<Auction> {
         .name("auctions")
 }
 
-/// q0's row: a bid's auction, bidder, price, dateTime and extra.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-pub struct BidRow {
-    /// Auction id.
-    pub auction: i64,
-    /// Bidder id.
-    pub bidder: i64,
-    /// Price (q0) or price in thousandths of a euro (q1).
-    pub price: i64,
-    /// Bid time, epoch milliseconds.
-    pub date_time: i64,
-    /// Payload.
-    pub extra: Arc<str>,
-}
-
-/// q1's row: like q0's, with the price converted to euro as DECIMAL(23,3).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-pub struct EuroBidRow(pub BidRow);
-
-/// q2's row: auction and price.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-pub struct AuctionPriceRow {
-    /// Auction id.
-    pub auction: i64,
-    /// Price.
-    pub price: i64,
-}
-
-/// q3's row: a seller's name, city and state, and the auction id.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-pub struct SellerRow {
-    /// The seller's name.
-    pub name: Arc<str>,
-    /// The seller's city.
-    pub city: Arc<str>,
-    /// The seller's state.
-    pub state: Arc<str>,
-    /// The auction id.
-    pub id: i64,
-}
-
-/// q0: pass-through of bids.
-pub fn q0(events: &DataStream<Event>) -> DataStream<BidRow> {
-    bids(events).map(bid_row).name("q0.project")
-}
-
-fn bid_row(b: Bid) -> BidRow {
-    BidRow {
-        auction: b.auction,
-        bidder: b.bidder,
-        price: b.price,
-        date_time: b.date_time,
-        extra: b.extra,
-    }
-}
-
-/// q1: bids with the price converted to euro (`0.908 * price`), kept exact in thousandths.
-pub fn q1(events: &DataStream<Event>) -> DataStream<EuroBidRow> {
-    bids(events)
-        .map(|b| {
-            let mut row = bid_row(b);
-            // 0.908 * price as DECIMAL(23,3) is exactly price * 908 thousandths.
-            row.price *= 908;
-            EuroBidRow(row)
-        })
-        .name("q1.convert")
-}
-
-/// q2: bids on every 123rd auction.
-pub fn q2(events: &DataStream<Event>) -> DataStream<AuctionPriceRow> {
-    bids(events)
-        .filter(|b| b.auction % 123 == 0)
-        .name("q2.filter")
-        .map(|b| AuctionPriceRow {
-            auction: b.auction,
-            price: b.price,
-        })
-        .name("q2.project")
-}
-
-/// The keyed state of q3's join for one person id.
-#[derive(Debug, Default)]
-struct SellerState {
-    /// The person, once seen: (name, city, state).
-    person: Option<(Arc<str>, Arc<str>, Arc<str>)>,
-    /// Auctions of this seller seen before the person.
-    pending_auctions: Vec<i64>,
-}
-
-/// q3: persons in OR, ID or CA who sell in category 10, joined incrementally on
-/// `auction.seller = person.id` with keyed state.
-pub fn q3(events: &DataStream<Event>) -> DataStream<SellerRow> {
-    // Select both sides in one pass, so that the fan-out below copies only the few events
-    // that matter instead of every event twice.
-    let relevant = events
-        .filter(|e| match e {
-            Event::Person(p) => matches!(&*p.state, "OR" | "ID" | "CA"),
-            Event::Auction(a) => a.category == 10,
-            Event::Bid(_) => false,
-        })
-        .name("q3.select");
-    let sellers = persons(&relevant).key_by(|p| p.id);
-    let category_10 = auctions(&relevant).key_by(|a| a.seller);
-    sellers
-        .connect(&category_10)
-        .process_with_state(
-            |_id, state: &mut Option<SellerState>, p: Person, out: &mut Vec<SellerRow>| {
-                let s = state.get_or_insert_with(SellerState::default);
-                for id in s.pending_auctions.drain(..) {
-                    out.push(SellerRow {
-                        name: Arc::clone(&p.name),
-                        city: Arc::clone(&p.city),
-                        state: Arc::clone(&p.state),
-                        id,
-                    });
-                }
-                s.pending_auctions.shrink_to_fit();
-                s.person = Some((p.name, p.city, p.state));
-            },
-            |_seller, state: &mut Option<SellerState>, a: Auction, out: &mut Vec<SellerRow>| {
-                let s = state.get_or_insert_with(SellerState::default);
-                match &s.person {
-                    Some((name, city, st)) => out.push(SellerRow {
-                        name: Arc::clone(name),
-                        city: Arc::clone(city),
-                        state: Arc::clone(st),
-                        id: a.id,
-                    }),
-                    None => s.pending_auctions.push(a.id),
-                }
-            },
-        )
-        .name("q3.join")
-}
-
 /// Writes thousandths as a DECIMAL(_, 3) string: `1000616` → `"1000.616"`.
 fn write_milli_decimal(milli: i64, out: &mut Vec<u8>) {
     use std::io::Write;
@@ -262,55 +347,82 @@ fn write_milli_decimal(milli: i64, out: &mut Vec<u8>) {
         .expect("writing to a Vec cannot fail");
 }
 
-/// Writes a bid row; q0 and q1 differ only in how the price is written.
-fn write_bid_row(r: &BidRow, out: &mut Vec<u8>, write_price: fn(i64, &mut Vec<u8>)) {
-    out.push(b'[');
-    write_int(r.auction, out);
-    out.push(b',');
-    write_int(r.bidder, out);
-    out.push(b',');
-    write_price(r.price, out);
-    out.push(b',');
-    write_ts(r.date_time, out);
-    out.push(b',');
-    write_str(&r.extra, out);
-    out.push(b']');
+/// Writes one JSON array column by column: `Cols::new(out).int(1).str("a").end()`.
+struct Cols<'a> {
+    out: &'a mut Vec<u8>,
+    first: bool,
 }
 
-impl Row for BidRow {
-    fn write_json(&self, out: &mut Vec<u8>) {
-        write_bid_row(self, out, write_int);
-    }
-}
-
-impl Row for EuroBidRow {
-    fn write_json(&self, out: &mut Vec<u8>) {
-        write_bid_row(&self.0, out, write_milli_decimal);
-    }
-}
-
-impl Row for AuctionPriceRow {
-    fn write_json(&self, out: &mut Vec<u8>) {
+impl<'a> Cols<'a> {
+    fn new(out: &'a mut Vec<u8>) -> Self {
         out.push(b'[');
-        write_int(self.auction, out);
-        out.push(b',');
-        write_int(self.price, out);
-        out.push(b']');
+        Cols { out, first: true }
+    }
+
+    fn sep(&mut self) -> &mut Vec<u8> {
+        if !self.first {
+            self.out.push(b',');
+        }
+        self.first = false;
+        self.out
+    }
+
+    /// A BIGINT.
+    fn int(mut self, v: i64) -> Self {
+        write_int(v, self.sep());
+        self
+    }
+
+    /// A VARCHAR.
+    fn str(mut self, s: &str) -> Self {
+        write_str(s, self.sep());
+        self
+    }
+
+    /// A VARCHAR or NULL.
+    fn opt_str(mut self, s: Option<&str>) -> Self {
+        match s {
+            Some(s) => write_str(s, self.sep()),
+            None => self.sep().extend_from_slice(b"null"),
+        }
+        self
+    }
+
+    /// A TIMESTAMP(3).
+    fn ts(mut self, ms: i64) -> Self {
+        write_ts(ms, self.sep());
+        self
+    }
+
+    /// A DECIMAL(_, 3) given in thousandths.
+    fn milli(mut self, milli: i64) -> Self {
+        write_milli_decimal(milli, self.sep());
+        self
+    }
+
+    fn end(self) {
+        self.out.push(b']');
     }
 }
 
-impl Row for SellerRow {
-    fn write_json(&self, out: &mut Vec<u8>) {
-        out.push(b'[');
-        write_str(&self.name, out);
-        out.push(b',');
-        write_str(&self.city, out);
-        out.push(b',');
-        write_str(&self.state, out);
-        out.push(b',');
-        write_int(self.id, out);
-        out.push(b']');
-    }
+/// The UTC day of an epoch-millisecond time as `yyyy-MM-dd` (Flink's `DATE_FORMAT`).
+fn day_string(ms: i64) -> String {
+    let mut buf = Vec::with_capacity(23);
+    crate::json::format_timestamp(ms, &mut buf);
+    buf.truncate(10);
+    String::from_utf8(buf).expect("a formatted timestamp is ASCII")
+}
+
+/// The UTC hour and minute of an epoch-millisecond time as `HH:mm`.
+fn minute_string(ms: i64) -> String {
+    let mut buf = Vec::with_capacity(23);
+    crate::json::format_timestamp(ms, &mut buf);
+    String::from_utf8(buf[11..16].to_vec()).expect("a formatted timestamp is ASCII")
+}
+
+/// Milliseconds of a `Duration`, as event-time arithmetic needs them.
+fn ms(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
 
 #[cfg(test)]
@@ -330,7 +442,33 @@ mod tests {
     #[test]
     fn parses_query_names() {
         assert_eq!("Q3".parse::<Query>().unwrap(), Query::Q3);
+        for q in Query::ALL {
+            assert_eq!(q.to_string().parse::<Query>().unwrap(), q);
+        }
         let err = "q99".parse::<Query>().unwrap_err().to_string();
         assert!(err.contains("q99"), "{err}");
+        let err = "q6".parse::<Query>().unwrap_err().to_string();
+        assert!(err.contains("Flink"), "{err}");
+    }
+
+    #[test]
+    fn days_and_minutes_are_utc() {
+        // 2024-01-01 23:59:59.999 UTC
+        assert_eq!(day_string(1_704_153_599_999), "2024-01-01");
+        assert_eq!(minute_string(1_704_153_599_999), "23:59");
+    }
+
+    #[test]
+    fn changes_carry_their_kind() {
+        let row = Change {
+            kind: RowKind::UpdateBefore,
+            row: AuctionPriceRow {
+                auction: 1,
+                price: 2,
+            },
+        };
+        let mut out = Vec::new();
+        row.write_line(&mut out);
+        assert_eq!(out, b"-U\t[1,2]\n");
     }
 }
