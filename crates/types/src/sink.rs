@@ -30,6 +30,34 @@ pub trait SinkWriter<T> {
 
     /// Flushes and finishes everything. Called once, when the input ends or the job stops.
     fn close(&mut self) -> SpateResult<()>;
+
+    /// Checkpoint `checkpoint` cuts the stream here: makes everything written so far durable
+    /// but not yet visible (two-phase commit's first phase), and returns what a restore needs
+    /// to finish it (for example the hidden files to publish). Sinks that cannot hold output
+    /// back return nothing: they are at least once.
+    fn pre_commit(&mut self, checkpoint: u64) -> SpateResult<Vec<u8>> {
+        let _ = checkpoint;
+        Ok(Vec::new())
+    }
+
+    /// Checkpoint `checkpoint` is complete everywhere: publishes what was prepared up to it.
+    fn commit(&mut self, checkpoint: u64) -> SpateResult<()> {
+        let _ = checkpoint;
+        Ok(())
+    }
+
+    /// The job restarts from a checkpoint whose writers (of this sink, on the old workers)
+    /// returned `states` from `pre_commit`: publishes what they prepared (idempotently; every
+    /// new writer sees every state and picks its share) and drops what they had not.
+    fn restore(&mut self, states: &[Vec<u8>]) -> SpateResult<()> {
+        let _ = states;
+        Ok(())
+    }
+
+    /// Whether this writer's output is exactly once with checkpoints (two-phase commit).
+    fn exactly_once(&self) -> bool {
+        false
+    }
 }
 
 /// A parallel sink: a description that every worker turns into its own writer.

@@ -18,6 +18,7 @@
 //! Parts are finished at once for now (at least once on restart); exactly-once output, where
 //! parts stay pending until a checkpoint completes, comes with checkpoints.
 
+use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -28,7 +29,7 @@ use spate_types::{Sink, SinkContext, SinkWriter, SpateError, SpateResult};
 use super::encode::{
     csv_rows, custom_rows, json_rows, CsvOptions, EncoderFactory, LineEncoder, RowEncoder,
 };
-use super::part::{ensure_dir, InProgressPart};
+use super::part::{ensure_dir, InProgressPart, PendingPart};
 
 /// The default write buffer of a part file: 1 MiB.
 pub const DEFAULT_WRITE_BUFFER: usize = 1 << 20;
@@ -234,6 +235,9 @@ impl<T: Send + 'static> Sink<T> for FileSink<T> {
             part: None,
             row: Vec::new(),
             finished: Vec::new(),
+            transactional: false,
+            uncheckpointed: Vec::new(),
+            prepared: BTreeMap::new(),
         }))
     }
 }
@@ -283,6 +287,12 @@ struct FileSinkWriter<T> {
     row: Vec<u8>,
     /// The final paths of the parts this writer finished (for tests and logs).
     finished: Vec<PathBuf>,
+    /// Under checkpoints, parts are published only when a checkpoint covering them completes.
+    transactional: bool,
+    /// Closed parts not yet covered by a checkpoint.
+    uncheckpointed: Vec<PendingPart>,
+    /// Closed parts per checkpoint that covers them, waiting for it to complete.
+    prepared: BTreeMap<u64, Vec<PendingPart>>,
 }
 
 impl<T> FileSinkWriter<T> {
@@ -304,8 +314,21 @@ impl<T> FileSinkWriter<T> {
     fn finish_part(&mut self) -> SpateResult<()> {
         if let Some(part) = self.part.take() {
             let pending = part.close()?;
+            if self.transactional {
+                self.uncheckpointed.push(pending);
+            } else {
+                let path = pending.commit()?;
+                tracing::debug!(path = %path.display(), "finished a part file");
+                self.finished.push(path);
+            }
+        }
+        Ok(())
+    }
+
+    fn publish(&mut self, parts: Vec<PendingPart>) -> SpateResult<()> {
+        for pending in parts {
             let path = pending.commit()?;
-            tracing::debug!(path = %path.display(), "finished a part file");
+            tracing::debug!(path = %path.display(), "published a part file");
             self.finished.push(path);
         }
         Ok(())
@@ -359,7 +382,60 @@ impl<T> SinkWriter<T> for FileSinkWriter<T> {
     }
 
     fn close(&mut self) -> SpateResult<()> {
-        self.finish_part()
+        self.finish_part()?;
+        // The end of the input is the last cut: publish everything (the engine closes sinks
+        // only once the final checkpoint, if any, has completed).
+        let prepared = std::mem::take(&mut self.prepared);
+        for (_, parts) in prepared {
+            self.publish(parts)?;
+        }
+        let rest = std::mem::take(&mut self.uncheckpointed);
+        self.publish(rest)
+    }
+
+    fn pre_commit(&mut self, checkpoint: u64) -> SpateResult<Vec<u8>> {
+        self.transactional = true;
+        self.finish_part()?;
+        let parts = std::mem::take(&mut self.uncheckpointed);
+        self.prepared.entry(checkpoint).or_default().extend(parts);
+        // Everything prepared and not yet published: a restore of this checkpoint publishes
+        // it (earlier checkpoints may not have completed either).
+        let state: Vec<&PendingPart> = self.prepared.values().flatten().collect();
+        serde_json::to_vec(&state)
+            .map_err(|e| SpateError::Internal(format!("file sink state: {e}")))
+    }
+
+    fn commit(&mut self, checkpoint: u64) -> SpateResult<()> {
+        let rest = self.prepared.split_off(&(checkpoint + 1));
+        let done = std::mem::replace(&mut self.prepared, rest);
+        for (_, parts) in done {
+            self.publish(parts)?;
+        }
+        Ok(())
+    }
+
+    fn restore(&mut self, states: &[Vec<u8>]) -> SpateResult<()> {
+        self.transactional = true;
+        for state in states {
+            let parts: Vec<PendingPart> = serde_json::from_slice(state).map_err(|e| {
+                SpateError::Job(format!(
+                    "file sink {}: a checkpoint's sink state is unreadable: {e}",
+                    self.dir.display()
+                ))
+            })?;
+            for part in parts {
+                part.recommit()?;
+            }
+        }
+        // Continue numbering after what the restore published.
+        self.counter = self
+            .counter
+            .max(next_part_counter(&self.dir, self.worker, &self.suffix)?);
+        Ok(())
+    }
+
+    fn exactly_once(&self) -> bool {
+        true
     }
 }
 
@@ -402,6 +478,63 @@ mod tests {
         assert_eq!(next_part_counter(dir.path(), 0, ".csv").unwrap(), 0);
     }
 
+    fn visible(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = fs::read_dir(dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| !n.starts_with('.'))
+            .collect();
+        names.sort();
+        names
+    }
+
+    fn read_visible(dir: &Path) -> Vec<u32> {
+        let mut rows: Vec<u32> = visible(dir)
+            .iter()
+            .flat_map(|n| {
+                fs::read_to_string(dir.join(n))
+                    .unwrap()
+                    .lines()
+                    .map(|l| l.parse().unwrap())
+                    .collect::<Vec<u32>>()
+            })
+            .collect();
+        rows.sort();
+        rows
+    }
+
+    #[test]
+    fn two_phase_commit_publishes_only_completed_checkpoints() {
+        let dir = tempfile::tempdir().unwrap();
+        let sink = FileSink::<u32>::json_lines(dir.path());
+        let ctx = SinkContext {
+            worker_index: 0,
+            workers: 1,
+        };
+        let mut w = sink.create_writer(&ctx).unwrap();
+        w.write_batch(&mut vec![1, 2]).unwrap();
+        let _ = w.pre_commit(1).unwrap();
+        assert!(visible(dir.path()).is_empty(), "pre-committed is hidden");
+        w.write_batch(&mut vec![3]).unwrap();
+        let state2 = w.pre_commit(2).unwrap();
+        w.commit(1).unwrap();
+        assert_eq!(read_visible(dir.path()), [1, 2]);
+        // Records after checkpoint 2, then a crash: a new writer restores checkpoint 2.
+        w.write_batch(&mut vec![4, 5]).unwrap();
+        drop(w);
+        let mut again = sink.create_writer(&ctx).unwrap();
+        again.restore(&[state2.clone(), state2]).unwrap();
+        assert_eq!(
+            read_visible(dir.path()),
+            [1, 2, 3],
+            "4 and 5 are replayed, not kept"
+        );
+        again.write_batch(&mut vec![4, 5]).unwrap();
+        again.close().unwrap();
+        assert_eq!(read_visible(dir.path()), [1, 2, 3, 4, 5]);
+    }
+
     #[test]
     fn writer_remembers_finished_parts() {
         let dir = tempfile::tempdir().unwrap();
@@ -423,6 +556,9 @@ mod tests {
             part: None,
             row: Vec::new(),
             finished: Vec::new(),
+            transactional: false,
+            uncheckpointed: Vec::new(),
+            prepared: BTreeMap::new(),
         };
         writer.write_batch(&mut vec![1, 2]).unwrap();
         writer.close().unwrap();

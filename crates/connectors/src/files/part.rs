@@ -89,13 +89,26 @@ impl InProgressPart {
 }
 
 /// A complete output file waiting to be made visible.
-#[derive(Debug)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub(crate) struct PendingPart {
     inprogress: PathBuf,
     final_path: PathBuf,
 }
 
 impl PendingPart {
+    /// Publishes the part after a restore: renames it unless that already happened.
+    pub fn recommit(&self) -> SpateResult<()> {
+        // Every restored writer tries every part; whichever renames first wins.
+        if fs::rename(&self.inprogress, &self.final_path).is_err() && !self.final_path.exists() {
+            return Err(spate_types::SpateError::Job(format!(
+                "file sink: a checkpoint's pending part {} is gone (was the output directory \
+                 changed?)",
+                self.inprogress.display()
+            )));
+        }
+        Ok(())
+    }
+
     /// Atomically renames the file to its final name (replacing a file of that name).
     pub fn commit(self) -> SpateResult<PathBuf> {
         fs::rename(&self.inprogress, &self.final_path).map_err(|e| {
