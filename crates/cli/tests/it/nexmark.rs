@@ -479,3 +479,49 @@ fn oracle(query: &str, events: &[(u64, Value)]) -> Vec<Value> {
     }
     rows
 }
+
+/// A bid event of the Nexmark JSON form at `time` (`HH:MM:SS.mmm` on 2024-01-01).
+fn bid_event(auction: i64, bidder: i64, price: i64, time: &str) -> String {
+    let bid = json!({
+        "auction": auction, "bidder": bidder, "price": price, "channel": "Google",
+        "url": "https://www.nexmark.com/a/b/c/item.htm?query=1",
+        "dateTime": format!("2024-01-01 {time}"), "extra": format!("bid-{auction}-{price}"),
+    });
+    json!({"event_type": 2, "person": null, "auction": null, "bid": bid}).to_string()
+}
+
+#[test]
+fn q7_takes_a_bid_at_a_window_end_into_both_windows() {
+    // q7 joins each window's maximum with the bids in [end - 10 s, end], both ends included:
+    // a bid at exactly 00:00:10.000 belongs to the second window and may also be the first
+    // window's maximum, even when its key had no bid in the first window.
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("edges.jsonl");
+    let events = [
+        bid_event(1000, 2000, 500, "00:00:01.000"),
+        bid_event(1001, 2001, 500, "00:00:10.000"),
+        bid_event(1002, 2002, 700, "00:00:12.000"),
+        bid_event(1003, 2003, 300, "00:00:20.000"),
+        bid_event(1004, 2004, 300, "00:00:30.000"),
+        bid_event(1005, 2005, 100, "00:00:39.999"),
+    ];
+    std::fs::write(&input, events.join("\n") + "\n").unwrap();
+    let expected = dir.path().join("q7.expected");
+    ok(Command::new("python3")
+        .arg(shared().join("anchors/nexmark_ref.py"))
+        .args(["--query", "q7", "--input"])
+        .arg(&input)
+        .arg("-o")
+        .arg(&expected));
+    let rows = std::fs::read_to_string(&expected).unwrap();
+    assert_eq!(rows.lines().count(), 6, "the reference's rows: {rows}");
+    for workers in ["1", "3"] {
+        let out = dir.path().join(format!("q7-{workers}.out"));
+        run_query("q7", &input, &out, workers, "1");
+        let (same, report) = compare(&out, &expected);
+        assert!(
+            same,
+            "q7 on {workers} workers differs from the reference: {report}"
+        );
+    }
+}
