@@ -70,3 +70,19 @@ pub use writer::{CheckpointWriter, CompletedCheckpoint, PendingCompletion, Write
 
 /// Re-exported so that callers can build a [`StorageLocation`] around their own store.
 pub use object_store;
+
+#[cfg(test)]
+mod tests {
+    /// The engine shares these across worker threads.
+    #[test]
+    fn handles_are_send_and_sync() {
+        fn send_sync<T: Send + Sync>() {}
+        fn send<T: Send>() {}
+        send_sync::<super::CheckpointStorage>();
+        send_sync::<super::CheckpointWriter>();
+        send_sync::<super::Checkpoint>();
+        send_sync::<super::StorageLocation>();
+        send::<super::PendingCompletion>();
+        send::<super::CompletedCheckpoint>();
+    }
+}

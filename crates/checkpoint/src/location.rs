@@ -146,7 +146,7 @@ impl StorageLocation {
 
     #[cfg_attr(
         not(any(feature = "aws", feature = "gcp", feature = "azure")),
-        allow(unused_variables)
+        allow(unused_variables, unreachable_code)
     )]
     fn cloud(location: &str, url: &url::Url, options: &[(String, String)]) -> SpateResult<Self> {
         let (scheme, path) = ObjectStoreScheme::parse(url)
