@@ -414,24 +414,34 @@ fn make_reusable_string(rnd: &mut SplittableRandom, length: usize) -> String {
 /// as `special`, leading and trailing spaces of the new part are stripped.
 #[inline]
 fn next_string_into(rnd: &mut SplittableRandom, max_length: i64, special: u8, out: &mut String) {
-    let n = MIN_STRING_LENGTH + rnd.next_bounded(max_length - MIN_STRING_LENGTH);
-    let start = out.len();
-    for _ in 0..n {
-        let c = if rnd.next_bounded(13) == 0 {
+    // Built in a buffer on the stack (the callers ask for at most 99 characters).
+    const MAX: usize = 128;
+    let n = (MIN_STRING_LENGTH + rnd.next_bounded(max_length - MIN_STRING_LENGTH)) as usize;
+    let mut buf = [0u8; MAX];
+    let mut long = Vec::new();
+    let chars = if n <= MAX {
+        &mut buf[..n]
+    } else {
+        long.resize(n, 0);
+        &mut long[..]
+    };
+    for slot in chars.iter_mut() {
+        *slot = if rnd.next_bounded(13) == 0 {
             special
         } else {
             b'a' + rnd.next_bounded(26) as u8
         };
-        out.push(char::from(c));
     }
+    let mut part = &*chars;
     if special == b' ' {
-        let end = out.trim_end_matches(' ').len().max(start);
-        out.truncate(end);
-        let lead = out[start..].len() - out[start..].trim_start_matches(' ').len();
-        if lead > 0 {
-            out.drain(start..start + lead);
+        while let [b' ', rest @ ..] = part {
+            part = rest;
+        }
+        while let [rest @ .., b' '] = part {
+            part = rest;
         }
     }
+    out.push_str(std::str::from_utf8(part).expect("letters and `special` are ASCII"));
 }
 
 fn base_url(rnd: &mut SplittableRandom) -> String {
@@ -770,13 +780,90 @@ impl NexmarkGenerator {
     }
 }
 
+/// `2^(j/32)` for `j` in `0..32`, as the bits of the nearest `f64`.
+const EXP2_32THS: [u64; 32] = [
+    0x3FF0000000000000,
+    0x3FF059B0D3158574,
+    0x3FF0B5586CF9890F,
+    0x3FF11301D0125B51,
+    0x3FF172B83C7D517B,
+    0x3FF1D4873168B9AA,
+    0x3FF2387A6E756238,
+    0x3FF29E9DF51FDEE1,
+    0x3FF306FE0A31B715,
+    0x3FF371A7373AA9CB,
+    0x3FF3DEA64C123422,
+    0x3FF44E086061892D,
+    0x3FF4BFDAD5362A27,
+    0x3FF5342B569D4F82,
+    0x3FF5AB07DD485429,
+    0x3FF6247EB03A5585,
+    0x3FF6A09E667F3BCD,
+    0x3FF71F75E8EC5F74,
+    0x3FF7A11473EB0187,
+    0x3FF82589994CCE13,
+    0x3FF8ACE5422AA0DB,
+    0x3FF93737B0CDC5E5,
+    0x3FF9C49182A3F090,
+    0x3FFA5503B23E255D,
+    0x3FFAE89F995AD3AD,
+    0x3FFB7F76F2FB5E47,
+    0x3FFC199BDD85529C,
+    0x3FFCB720DCEF9069,
+    0x3FFD5818DCFBA487,
+    0x3FFDFC97337B9B5F,
+    0x3FFEA4AFA2A490DA,
+    0x3FFF50765B6E4540,
+];
+
 /// The reference's `next_price` from its uniform draw: `floor(10^(u·6) · 100 + 0.5)`.
+///
+/// `10.0 ** x` in Python is C's `pow`, which is not correctly rounded, so no other
+/// formula is guaranteed to give its bits. But only the rounded integer matters: a fast
+/// `10^x` with a relative error below 1e-14 (so an absolute error below 1e-6 on values
+/// below 1e8) decides it whenever the value is farther than 1e-4 from a rounding boundary,
+/// where `pow`'s own error (under one ulp) cannot change it either. The rare values closer
+/// to a boundary (about 2 in 10000) take the exact path through `pow`.
 #[inline(always)]
 fn price_from(draw: f64) -> i64 {
-    // `10.0 ** x` in Python is C's `pow`. `black_box` hides the constant base, so that
-    // LLVM cannot turn `pow(10, x)` into `exp10(x)`, which may round differently.
+    let x = draw * 6.0;
+    let fast = exp10_approx(x) * 100.0 + 0.5;
+    let rounded = floor_to_i64(fast);
+    let frac = fast - rounded as f64;
+    if frac > 1e-4 && frac < 1.0 - 1e-4 {
+        rounded
+    } else {
+        price_exact(x)
+    }
+}
+
+/// The reference's price by way of `pow`, for values close to a rounding boundary.
+#[cold]
+#[inline(never)]
+fn price_exact(x: f64) -> i64 {
+    // `black_box` hides the constant base, so that LLVM cannot turn `pow(10, x)` into
+    // `exp10(x)`, which may round differently.
     let base = std::hint::black_box(10.0f64);
-    java_round(base.powf(draw * 6.0) * 100.0)
+    java_round(base.powf(x) * 100.0)
+}
+
+/// `10^x` for `x` in `[0, 6]`, with a relative error below 1e-14: `2^(n/32) · e^r` with
+/// `x · log2(10) · 32 = n + r'` and `|r| <= ln(2)/64`, `2^(n/32)` from a table and `e^r`
+/// from its Taylor polynomial of degree 6 (truncation error below 1e-17).
+#[inline(always)]
+fn exp10_approx(x: f64) -> f64 {
+    const LOG2_10_X32: f64 = std::f64::consts::LOG2_10 * 32.0;
+    const LN2_DIV32: f64 = std::f64::consts::LN_2 / 32.0;
+    let t = x * LOG2_10_X32; // in [0, 638]
+    let n = (t + 0.5) as i64; // round to nearest; t is non-negative
+    let r = (t - n as f64) * LN2_DIV32;
+    let p = 1.0
+        + r * (1.0
+            + r * (1.0 / 2.0
+                + r * (1.0 / 6.0 + r * (1.0 / 24.0 + r * (1.0 / 120.0 + r * (1.0 / 720.0))))));
+    let frac = f64::from_bits(EXP2_32THS[(n & 31) as usize]);
+    let scale = f64::from_bits(((1023 + (n >> 5)) as u64) << 52);
+    frac * p * scale
 }
 
 /// The reference's `next_extra`: the random slice of the extra source string that pads an
@@ -871,6 +958,27 @@ mod tests {
         let bounded: Vec<i64> = (0..5).map(|_| r.next_bounded(13)).collect();
         assert_eq!(bounded, [2, 12, 5, 6, 10]);
         assert_eq!(r.next_double(), 0.38060892761862153);
+    }
+
+    #[test]
+    fn fast_price_agrees_with_pow() {
+        let mut r = SplittableRandom::new(11);
+        for _ in 0..2_000_000 {
+            let draw = r.next_double();
+            assert_eq!(price_from(draw), price_exact(draw * 6.0), "draw {draw}");
+        }
+        // The ends of the range, and values next to rounding boundaries.
+        for draw in [0.0, 1.0 - f64::EPSILON / 2.0, 1.0 / 6.0, 0.5, 2.0 / 3.0] {
+            assert_eq!(price_from(draw), price_exact(draw * 6.0), "draw {draw}");
+        }
+        for k in 100..20_000i64 {
+            // x with 10^x · 100 = k + 0.5: the boundary itself, and its neighbours.
+            let x = ((k as f64 + 0.5) / 100.0).log10();
+            for x in [x, x.next_up(), x.next_down()] {
+                let draw = x / 6.0;
+                assert_eq!(price_from(draw), price_exact(draw * 6.0), "draw {draw}");
+            }
+        }
     }
 
     #[test]

@@ -1003,19 +1003,127 @@ fn parse_general(line: &[u8]) -> Result<Event, String> {
 /// reference) writes. It gives up (`None`) at the first difference, and the general parser
 /// then reads the line from the start, so it never decides whether a line is bad; when it
 /// does return an event, the general parser would return the same one.
+///
+/// It checks the whole line once (no control character, valid UTF-8) instead of each string:
+/// in the exact layout, control characters and non-ASCII bytes can only be inside strings,
+/// so this accepts exactly the same lines, and every string is then a slice of a `&str`.
+/// Strings that take few distinct values (a bid's channel and url, a person's name, city and
+/// state) come from a small per-thread cache instead of a new allocation each.
 mod fast {
-    use std::cell::RefCell;
+    use std::cell::{Cell, RefCell};
     use std::sync::Arc;
 
     use super::parse_ts_bytes;
     use crate::model::{Auction, Bid, Event, Person};
 
+    /// The number of slots of the per-thread cache of repeated strings (a power of two).
+    const INTERN_SLOTS: usize = 1 << 14;
+    /// Strings longer than this are not cached.
+    const INTERN_MAX_LEN: usize = 128;
+
     thread_local! {
         /// Where strings with escapes are decoded before they become an `Arc<str>`.
-        static SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+        static SCRATCH: RefCell<String> = const { RefCell::new(String::new()) };
+        /// A direct-mapped cache of repeated strings: a hit is a reference count increment
+        /// instead of an allocation and a copy; a miss replaces the slot.
+        static INTERNED: RefCell<Vec<Option<Arc<str>>>> = const { RefCell::new(Vec::new()) };
+    }
+
+    #[inline(always)]
+    fn read_u64(b: &[u8], at: usize) -> u64 {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&b[at..at + 8]);
+        u64::from_le_bytes(w)
+    }
+
+    /// A cheap hash of a short string: its length and three 8-byte windows (start, middle,
+    /// end). Collisions only cost a cache miss.
+    #[inline(always)]
+    fn slot_of(b: &[u8]) -> usize {
+        let n = b.len();
+        let h = if n >= 8 {
+            read_u64(b, 0)
+                ^ read_u64(b, n / 2 - 4).rotate_left(21)
+                ^ read_u64(b, n - 8).rotate_left(42)
+        } else {
+            b.iter().fold(0u64, |h, &c| (h << 8) | u64::from(c))
+        };
+        let h = (h ^ n as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        (h >> (64 - INTERN_SLOTS.trailing_zeros())) as usize
+    }
+
+    /// `s` as an `Arc<str>`, from the per-thread cache when it holds it.
+    #[inline]
+    fn intern(s: &str) -> Arc<str> {
+        if s.len() > INTERN_MAX_LEN {
+            return Arc::from(s);
+        }
+        let slot = slot_of(s.as_bytes());
+        INTERNED.with_borrow_mut(|table| {
+            if table.is_empty() {
+                table.resize(INTERN_SLOTS, None);
+            }
+            let entry = &mut table[slot];
+            if let Some(cached) = entry {
+                if **cached == *s {
+                    return Arc::clone(cached);
+                }
+            }
+            let fresh: Arc<str> = Arc::from(s);
+            *entry = Some(Arc::clone(&fresh));
+            fresh
+        })
+    }
+
+    /// Whether `b` holds a control character (below 0x20), which JSON forbids in strings.
+    #[inline(always)]
+    fn has_control(b: &[u8]) -> bool {
+        // Whole chunks without an early exit, so that it vectorizes.
+        let mut chunks = b.chunks_exact(32);
+        for chunk in &mut chunks {
+            if chunk.iter().fold(false, |acc, &c| acc | (c < 0x20)) {
+                return true;
+            }
+        }
+        chunks.remainder().iter().any(|&c| c < 0x20)
+    }
+
+    thread_local! {
+        /// The date of the last timestamp read on this thread (its first 10 bytes, as 8 + 2)
+        /// and its epoch milliseconds at midnight: consecutive events share the date.
+        static LAST_DATE: Cell<(u64, u16, i64)> = const { Cell::new((0, 0, 0)) };
+    }
+
+    /// A `YYYY-MM-DD HH:MM:SS.mmm` timestamp, as [`parse_ts_bytes`] reads it.
+    #[inline(always)]
+    pub(super) fn timestamp(b: &[u8]) -> Option<i64> {
+        let d = |k: usize| i64::from(b[k].wrapping_sub(b'0'));
+        if b.len() != 23 || b[10] != b' ' || b[13] != b':' || b[16] != b':' || b[19] != b'.' {
+            return parse_ts_bytes(b);
+        }
+        let digits = [11, 12, 14, 15, 17, 18, 20, 21, 22];
+        if digits.iter().any(|&k| d(k) > 9) {
+            return None;
+        }
+        let (hour, minute, second) = (d(11) * 10 + d(12), d(14) * 10 + d(15), d(17) * 10 + d(18));
+        if hour > 23 || minute > 59 || second > 59 {
+            return None;
+        }
+        let in_day = ((hour * 60 + minute) * 60 + second) * 1000 + d(20) * 100 + d(21) * 10 + d(22);
+        let key = (read_u64(b, 0), u16::from_le_bytes([b[8], b[9]]));
+        let (last_hi, last_lo, midnight) = LAST_DATE.get();
+        if (last_hi, last_lo) == key {
+            return Some(midnight + in_day);
+        }
+        // A new date: the full check, and remember its midnight.
+        let v = parse_ts_bytes(b)?;
+        LAST_DATE.set((key.0, key.1, v - in_day));
+        Some(v)
     }
 
     struct Cursor<'a> {
+        /// The line, checked to be UTF-8 without control characters.
+        s: &'a str,
         b: &'a [u8],
         i: usize,
     }
@@ -1058,59 +1166,70 @@ mod fast {
             Some(if neg { -v } else { v })
         }
 
+        /// The rest of a string whose opening quote was consumed, if it has no escape.
+        #[inline(always)]
+        fn plain(&mut self) -> Option<Result<&'a str, ()>> {
+            let start = self.i;
+            let rest = &self.b[start..];
+            let end = memchr::memchr(b'"', rest)?;
+            // No early exit, so that it vectorizes.
+            if rest[..end].iter().fold(false, |acc, &c| acc | (c == b'\\')) {
+                return Some(Err(()));
+            }
+            self.i = start + end + 1;
+            self.s.get(start..start + end).map(Ok)
+        }
+
         /// The rest of a string whose opening quote was consumed.
         #[inline(always)]
         fn string(&mut self) -> Option<Arc<str>> {
-            let rest = &self.b[self.i..];
-            let end = memchr::memchr(b'"', rest)?;
-            let raw = &rest[..end];
-            let (backslash, control) = raw.iter().fold((false, false), |(b, c), &x| {
-                (b | (x == b'\\'), c | (x < 0x20))
-            });
-            if control {
-                return None;
+            match self.plain()? {
+                Ok(s) => Some(Arc::from(s)),
+                Err(()) => self.string_escaped(false),
             }
-            if backslash {
-                return self.string_escaped();
-            }
-            let s = std::str::from_utf8(raw).ok()?;
-            self.i += end + 1;
-            Some(Arc::from(s))
         }
 
-        /// A string with escapes; `\u` escapes are left to the general parser.
+        /// Like [`Self::string`], for a string that takes few distinct values.
+        #[inline(always)]
+        fn interned(&mut self) -> Option<Arc<str>> {
+            match self.plain()? {
+                Ok(s) => Some(Arc::from(s)),
+                Err(()) => self.string_escaped(true),
+            }
+        }
+
+        /// A string with escapes (`interned`: from the cache); `\u` escapes are left to the
+        /// general parser.
         #[inline(never)]
-        fn string_escaped(&mut self) -> Option<Arc<str>> {
+        fn string_escaped(&mut self, interned: bool) -> Option<Arc<str>> {
             SCRATCH.with_borrow_mut(|buf| {
                 buf.clear();
                 let mut i = self.i;
                 loop {
                     let rest = &self.b[i..];
                     let k = memchr::memchr2(b'"', b'\\', rest)?;
-                    let run = &rest[..k];
-                    if run.iter().any(|&c| c < 0x20) {
-                        return None;
-                    }
-                    buf.extend_from_slice(run);
+                    buf.push_str(self.s.get(i..i + k)?);
                     if rest[k] == b'"' {
                         self.i = i + k + 1;
-                        break;
+                        return Some(if interned {
+                            intern(buf)
+                        } else {
+                            Arc::from(buf.as_str())
+                        });
                     }
                     buf.push(match rest.get(k + 1)? {
-                        b'"' => b'"',
-                        b'\\' => b'\\',
-                        b'/' => b'/',
-                        b'n' => b'\n',
-                        b't' => b'\t',
-                        b'r' => b'\r',
-                        b'b' => 0x08,
-                        b'f' => 0x0c,
+                        b'"' => '"',
+                        b'\\' => '\\',
+                        b'/' => '/',
+                        b'n' => '\n',
+                        b't' => '\t',
+                        b'r' => '\r',
+                        b'b' => '\u{8}',
+                        b'f' => '\u{c}',
                         _ => return None,
                     });
                     i += k + 2;
                 }
-                // Escapes decode to ASCII, so this validates exactly the raw runs.
-                std::str::from_utf8(buf).ok().map(Arc::from)
             })
         }
 
@@ -1121,11 +1240,12 @@ mod fast {
             if b[23] != b'"' {
                 return None;
             }
-            let v = parse_ts_bytes(&b[..23])?;
+            let v = timestamp(&b[..23])?;
             self.i += 24;
             Some(v)
         }
 
+        #[inline(always)]
         fn bid(&mut self) -> Option<Bid> {
             self.lit(b"{\"auction\":")?;
             let auction = self.int()?;
@@ -1134,9 +1254,9 @@ mod fast {
             self.lit(b",\"price\":")?;
             let price = self.int()?;
             self.lit(b",\"channel\":\"")?;
-            let channel = self.string()?;
+            let channel = self.interned()?;
             self.lit(b",\"url\":\"")?;
-            let url = self.string()?;
+            let url = self.interned()?;
             self.lit(b",\"dateTime\":\"")?;
             let date_time = self.ts()?;
             self.lit(b",\"extra\":\"")?;
@@ -1153,6 +1273,7 @@ mod fast {
             })
         }
 
+        #[inline(never)]
         fn auction(&mut self) -> Option<Auction> {
             self.lit(b"{\"id\":")?;
             let id = self.int()?;
@@ -1189,19 +1310,20 @@ mod fast {
             })
         }
 
+        #[inline(never)]
         fn person(&mut self) -> Option<Person> {
             self.lit(b"{\"id\":")?;
             let id = self.int()?;
             self.lit(b",\"name\":\"")?;
-            let name = self.string()?;
+            let name = self.interned()?;
             self.lit(b",\"emailAddress\":\"")?;
             let email_address = self.string()?;
             self.lit(b",\"creditCard\":\"")?;
             let credit_card = self.string()?;
             self.lit(b",\"city\":\"")?;
-            let city = self.string()?;
+            let city = self.interned()?;
             self.lit(b",\"state\":\"")?;
-            let state = self.string()?;
+            let state = self.interned()?;
             self.lit(b",\"dateTime\":\"")?;
             let date_time = self.ts()?;
             self.lit(b",\"extra\":\"")?;
@@ -1223,7 +1345,24 @@ mod fast {
     /// The event of a line in the exact writer layout, or `None`.
     #[inline]
     pub(super) fn parse(line: &[u8]) -> Option<Event> {
-        let mut c = Cursor { b: line, i: 0 };
+        // In the exact layout, bytes below 0x20 can only be a line end after the object.
+        let b = if has_control(line) {
+            let body_len = line.len()
+                - line
+                    .iter()
+                    .rev()
+                    .take_while(|&&b| matches!(b, b' ' | b'\n' | b'\r' | b'\t'))
+                    .count();
+            let body = &line[..body_len];
+            if has_control(body) {
+                return None;
+            }
+            body
+        } else {
+            line
+        };
+        let s = simdutf8::basic::from_utf8(b).ok()?;
+        let mut c = Cursor { s, b, i: 0 };
         c.lit(b"{\"event_type\":")?;
         let event = match c.b.get(c.i)? {
             b'2' => {
@@ -1246,6 +1385,7 @@ mod fast {
             }
             _ => return None,
         };
+        // Trailing whitespace (a line end) is fine; anything else after the object is not.
         let rest = &line[c.i..];
         if rest
             .iter()
@@ -1508,6 +1648,40 @@ mod tests {
             write_i64(v, &mut out);
             assert_eq!(out, v.to_string().as_bytes());
         }
+    }
+
+    #[test]
+    fn fast_timestamps_agree() {
+        let mut checked = 0;
+        for base in [
+            0i64,
+            951_782_400_000,
+            1_704_067_200_000,
+            253_000_000_000_000,
+        ] {
+            for step in 0..3000i64 {
+                let ms = base + step * 59_999_999 - 86_400_000;
+                let good = format_timestamp_string(ms).into_bytes();
+                assert_eq!(fast::timestamp(&good), Some(ms));
+                // Damage each byte: the fast path and the full check still agree.
+                if step % 100 == 0 {
+                    for at in 0..good.len() {
+                        for c in [b'0', b'9', b'3', b'x', b' ', b':'] {
+                            let mut bad = good.clone();
+                            bad[at] = c;
+                            assert_eq!(fast::timestamp(&bad), parse_ts_bytes(&bad), "{bad:?}");
+                            checked += 1;
+                        }
+                    }
+                }
+            }
+        }
+        assert!(checked > 1000);
+        assert_eq!(fast::timestamp(b"2023-02-29 00:00:00.000"), None);
+        assert_eq!(
+            fast::timestamp(b"2024-01-01T00:00:01.5Z"),
+            Some(1_704_067_201_500)
+        );
     }
 
     #[test]

@@ -46,6 +46,7 @@ use std::io::{self, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use memmap2::{Mmap, MmapOptions};
 use serde::de::DeserializeOwned;
 use spate_types::{
     BadRecordPolicy, Source, SourceContext, SourceOutput, SourceReader, SourceStatus, SpateError,
@@ -60,6 +61,12 @@ pub const DEFAULT_SPLIT_SIZE: u64 = 64 << 20;
 
 /// The default size of each read from a file: 2 MiB.
 pub const DEFAULT_BLOCK_SIZE: usize = 2 << 20;
+
+/// The size of each memory-mapped window of a file: 4 MiB.
+pub const DEFAULT_MAP_WINDOW: usize = 4 << 20;
+
+/// Splits smaller than this are read with `read` even when mapping is on.
+const MIN_MAPPED_SPLIT: u64 = 1 << 20;
 
 /// How far past its end a split reads at first for its last line; a longer line doubles the
 /// read each time.
@@ -107,6 +114,7 @@ pub struct JsonLinesSource<T> {
     policy: BadRecordPolicy,
     split_size: u64,
     block_size: usize,
+    map_window: Option<usize>,
 }
 
 impl<T: DeserializeOwned + Send + 'static> JsonLinesSource<T> {
@@ -129,6 +137,7 @@ impl<T> JsonLinesSource<T> {
             policy: BadRecordPolicy::default(),
             split_size: DEFAULT_SPLIT_SIZE,
             block_size: DEFAULT_BLOCK_SIZE,
+            map_window: Some(DEFAULT_MAP_WINDOW),
         }
     }
 
@@ -149,6 +158,14 @@ impl<T> JsonLinesSource<T> {
     /// byte; the buffer grows by itself when one line does not fit.
     pub fn block_size(mut self, bytes: usize) -> Self {
         self.block_size = bytes.max(1);
+        self
+    }
+
+    /// Reads regular files through memory-mapped windows (`true`, the default: the bytes are
+    /// parsed where the kernel caches them, without a copy) or with `read` calls into a
+    /// buffer (`false`). Other files (pipes, devices) are always read with `read`.
+    pub fn memory_map(mut self, on: bool) -> Self {
+        self.map_window = on.then_some(DEFAULT_MAP_WINDOW);
         self
     }
 
@@ -187,6 +204,7 @@ impl<T: Send + 'static> Source<T> for JsonLinesSource<T> {
             cursor: None,
             spare_buf: Vec::new(),
             block_size: self.block_size,
+            map_window: self.map_window,
             index: LineIndex::default(),
             base_lines: None,
             done_bytes: 0,
@@ -232,7 +250,14 @@ pub(crate) fn plan_splits(files: &[InputFile], split_size: u64) -> Vec<Split> {
 struct SplitCursor {
     file: File,
     split: Split,
+    /// The read buffer (when the file is read with `read`).
     buf: Vec<u8>,
+    /// The mapped window of the file (when it is memory-mapped): `buf` is unused then.
+    map: Option<Mmap>,
+    /// Map windows of this size instead of reading (`None`: read into `buf`).
+    map_window: Option<usize>,
+    /// The file's length when it was opened (mapped files only).
+    file_len: u64,
     /// Start of the unread data in `buf`.
     head: usize,
     /// End of the valid data in `buf`.
@@ -252,19 +277,34 @@ struct SplitCursor {
 }
 
 impl SplitCursor {
-    /// Opens `split` of `path`, skipping to its first line.
-    fn open(path: &Path, split: Split, mut buf: Vec<u8>, block_size: usize) -> io::Result<Self> {
+    /// Opens `split` of `path`, skipping to its first line. With `map_window`, a regular file
+    /// is read through memory-mapped windows of that size (no copy); otherwise, and for other
+    /// files, with `read` calls of `block_size` bytes into `buf`.
+    fn open(
+        path: &Path,
+        split: Split,
+        mut buf: Vec<u8>,
+        block_size: usize,
+        map_window: Option<usize>,
+    ) -> io::Result<Self> {
         let mut file = File::open(path)?;
-        if split.start > 0 {
-            file.seek(SeekFrom::Start(split.start))?;
-        }
-        if buf.len() < block_size {
-            buf.resize(block_size, 0);
+        let meta = file.metadata()?;
+        let map_window = map_window.filter(|_| meta.is_file());
+        if map_window.is_none() {
+            if split.start > 0 {
+                file.seek(SeekFrom::Start(split.start))?;
+            }
+            if buf.len() < block_size {
+                buf.resize(block_size, 0);
+            }
         }
         let mut cursor = SplitCursor {
             file,
             split,
             buf,
+            map: None,
+            map_window,
+            file_len: meta.len(),
             head: 0,
             len: 0,
             scanned: 0,
@@ -288,7 +328,7 @@ impl SplitCursor {
     /// line cost only their own bytes).
     fn skip_partial_line(&mut self) -> io::Result<()> {
         loop {
-            if let Some(i) = memchr::memchr(b'\n', &self.buf[self.head..self.len]) {
+            if let Some(i) = memchr::memchr(b'\n', &self.data()[self.head..self.len]) {
                 self.head += i + 1;
                 self.head_pos += (i + 1) as u64;
                 if self.head_pos > self.split.end {
@@ -311,6 +351,9 @@ impl SplitCursor {
     /// (at least [`LOOKAHEAD`], and at least as much as is buffered, so a long line is read in
     /// doubling steps); at most what the buffer holds. Returns `false` at the end of the file.
     fn fill(&mut self, beyond_end: bool) -> io::Result<bool> {
+        if let Some(window) = self.map_window {
+            return self.remap(window);
+        }
         if self.head > 0 {
             self.buf.copy_within(self.head..self.len, 0);
             self.len -= self.head;
@@ -350,6 +393,38 @@ impl SplitCursor {
         }
     }
 
+    /// The bytes of the buffer or of the mapped window.
+    #[inline(always)]
+    fn data(&self) -> &[u8] {
+        match &self.map {
+            Some(map) => map,
+            None => &self.buf,
+        }
+    }
+
+    /// Maps the next window of the file: from the page that holds the unread bytes, `window`
+    /// bytes or twice the unread bytes (so a long line is mapped in doubling steps), at most
+    /// to the end of the file. Returns `false` at the end of the file.
+    fn remap(&mut self, window: usize) -> io::Result<bool> {
+        let data_end = self.head_pos + (self.len - self.head) as u64;
+        if data_end >= self.file_len {
+            self.eof = true;
+            return Ok(false);
+        }
+        let start = self.head_pos - self.head_pos % MAP_ALIGN;
+        let keep = data_end - start;
+        let size = (window as u64)
+            .max(keep.saturating_mul(2))
+            .min(self.file_len - start);
+        let size = usize::try_from(size).map_err(io::Error::other)?;
+        self.map = None;
+        let map = map_range(&self.file, start, size)?;
+        self.head = (self.head_pos - start) as usize;
+        self.len = map.len();
+        self.map = Some(map);
+        Ok(true)
+    }
+
     /// The next line of the split, without its `\n`, with its 1-based number within the split,
     /// or `None` when the split is done.
     #[inline]
@@ -364,7 +439,7 @@ impl SplitCursor {
                 return Ok(None);
             }
             let from = self.head + self.scanned;
-            if let Some(i) = memchr::memchr(b'\n', &self.buf[from..self.len]) {
+            if let Some(i) = memchr::memchr(b'\n', &self.data()[from..self.len]) {
                 let start = self.head;
                 let end = from + i;
                 self.head = end + 1;
@@ -372,7 +447,7 @@ impl SplitCursor {
                 self.scanned = 0;
                 self.lines += 1;
                 self.newlines += 1;
-                return Ok(Some((self.lines, &self.buf[start..end])));
+                return Ok(Some((self.lines, &self.data()[start..end])));
             }
             if self.eof {
                 self.done = true;
@@ -382,7 +457,7 @@ impl SplitCursor {
                     self.head_pos += (self.len - start) as u64;
                     self.head = self.len;
                     self.lines += 1;
-                    return Ok(Some((self.lines, &self.buf[start..self.len])));
+                    return Ok(Some((self.lines, &self.data()[start..self.len])));
                 }
                 return Ok(None);
             }
@@ -397,6 +472,27 @@ impl SplitCursor {
             .saturating_sub(self.split.start)
             .min(self.split.len())
     }
+}
+
+/// The alignment of a mapped window's start: a multiple of the page size of every platform.
+const MAP_ALIGN: u64 = 64 << 10;
+
+/// Maps `len` bytes of `file` from `offset` (a multiple of [`MAP_ALIGN`]), read-only, with
+/// its pages loaded up front.
+#[allow(unsafe_code)]
+fn map_range(file: &File, offset: u64, len: usize) -> io::Result<Mmap> {
+    // SAFETY: the mapping is read-only and this process never writes the file. The bytes
+    // behind the slices handed out stay put as long as no one else changes the file, which is
+    // the documented contract of this source: input files must not change while a job reads
+    // them. (Should one shrink anyway, touching its lost pages raises SIGBUS.)
+    let map = unsafe {
+        MmapOptions::new()
+            .offset(offset)
+            .len(len)
+            .populate()
+            .map(file)?
+    };
+    Ok(map)
 }
 
 /// A known point of one file: `newlines` newlines lie before byte `offset`.
@@ -470,6 +566,7 @@ struct JsonLinesReader<T> {
     /// The buffer of the last finished split, reused by the next one.
     spare_buf: Vec<u8>,
     block_size: usize,
+    map_window: Option<usize>,
     index: LineIndex,
     /// Lines before the current split's first line, once counted.
     base_lines: Option<u64>,
@@ -501,7 +598,10 @@ impl<T> SourceReader<T> for JsonLinesReader<T> {
                 self.next_split += 1;
                 let path = &self.files[split.file].path;
                 let buf = std::mem::take(&mut self.spare_buf);
-                let cursor = SplitCursor::open(path, split, buf, self.block_size)
+                // Small splits are read: mapping costs system calls that only pay off on
+                // large ones.
+                let map_window = self.map_window.filter(|_| split.len() >= MIN_MAPPED_SPLIT);
+                let cursor = SplitCursor::open(path, split, buf, self.block_size, map_window)
                     .map_err(|e| io_error(path, "cannot read the JSON-lines input file", e))?;
                 self.cursor = Some(cursor);
                 self.base_lines = None;
@@ -577,12 +677,13 @@ mod tests {
     }
 
     /// Every line of every split, as (split, line text).
-    fn read_splits(path: &Path, split_size: u64, block: usize) -> Vec<Vec<Vec<u8>>> {
+    fn read_splits(path: &Path, split_size: u64, block: usize, map: bool) -> Vec<Vec<Vec<u8>>> {
         let files = input(path);
         plan_splits(&files, split_size)
             .into_iter()
             .map(|split| {
-                let mut cursor = SplitCursor::open(path, split, Vec::new(), block).unwrap();
+                let window = map.then_some(block);
+                let mut cursor = SplitCursor::open(path, split, Vec::new(), block, window).unwrap();
                 let mut lines = Vec::new();
                 while let Some((_, line)) = cursor.next_line().unwrap() {
                     lines.push(line.to_vec());
@@ -648,11 +749,45 @@ mod tests {
         let expected: Vec<Vec<u8>> = text.split('\n').map(|l| l.as_bytes().to_vec()).collect();
         for split_size in 1..=30 {
             for block in [1, 2, 3, 7, 64] {
-                let all: Vec<Vec<u8>> = read_splits(&path, split_size, block)
+                for map in [false, true] {
+                    let all: Vec<Vec<u8>> = read_splits(&path, split_size, block, map)
+                        .into_iter()
+                        .flatten()
+                        .collect();
+                    assert_eq!(
+                        all, expected,
+                        "split size {split_size}, block {block}, map {map}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn mapped_windows_cross_pages_and_long_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.jsonl");
+        // Lines of many lengths, one of them longer than several windows, and no final newline.
+        let mut text = Vec::new();
+        for i in 0..40_000u32 {
+            let len = if i == 20_000 {
+                300_000
+            } else {
+                (i * 7 % 61) as usize
+            };
+            text.extend(std::iter::repeat_n(b'a' + (i % 26) as u8, len));
+            text.push(b'\n');
+        }
+        text.extend_from_slice(b"last");
+        std::fs::write(&path, &text).unwrap();
+        let expected: Vec<Vec<u8>> = text.split(|&b| b == b'\n').map(<[u8]>::to_vec).collect();
+        for split_size in [999, 65_536, 100_003, 1 << 30] {
+            for window in [1, 4096, 70_000, 1 << 20] {
+                let all: Vec<Vec<u8>> = read_splits(&path, split_size, window, true)
                     .into_iter()
                     .flatten()
                     .collect();
-                assert_eq!(all, expected, "split size {split_size}, block {block}");
+                assert!(all == expected, "split size {split_size}, window {window}");
             }
         }
     }
