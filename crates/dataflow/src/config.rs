@@ -33,6 +33,16 @@ pub struct JobConfig {
     /// How often a checkpoint cut is taken; `None`: never. Every worker crosses a checkpoint
     /// boundary epoch at this period of its clock (see [`crate::checkpoint`]).
     pub checkpoint_interval: Option<Duration>,
+    /// Where checkpoints go: a directory, or an `s3://`, `gs://`, `az://` or `memory://` URL.
+    /// `None`: the job does not checkpoint.
+    pub checkpoint_dir: Option<String>,
+    /// How many complete checkpoints to keep.
+    pub checkpoints_retained: usize,
+    /// Consecutive failed checkpoints the job tolerates before it fails.
+    pub tolerable_checkpoint_failures: u32,
+    /// What to restore at start: `"latest"` (the newest complete checkpoint in
+    /// `checkpoint_dir`), a checkpoint or savepoint location, or `None` to start empty.
+    pub restore: Option<String>,
 }
 
 impl Default for JobConfig {
@@ -49,6 +59,10 @@ impl Default for JobConfig {
             poll_batch: 4096,
             auto_watermark_interval: Duration::from_millis(200),
             checkpoint_interval: None,
+            checkpoint_dir: None,
+            checkpoints_retained: 3,
+            tolerable_checkpoint_failures: 0,
+            restore: None,
         }
     }
 }

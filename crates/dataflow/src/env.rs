@@ -11,6 +11,7 @@ use spate_types::{Data, Source, SpateError, SpateResult};
 
 use crate::cluster;
 use crate::config::JobConfig;
+use crate::coordinator::CheckpointRuntime;
 use crate::execute::{install_signal_handler, run_worker, JobShared, Progress};
 use crate::plan::{ErasedStream, NodeKind, Plan, StrategySlot};
 use crate::stream::{add_node, DataStream};
@@ -199,11 +200,9 @@ impl StreamEnv {
                 "the job has no operators: add a source".into(),
             ));
         }
-        let shared = Arc::new(JobShared::new(
-            config,
-            Arc::clone(&self.stop),
-            Arc::clone(&self.progress),
-        ));
+        let mut job = JobShared::new(config, Arc::clone(&self.stop), Arc::clone(&self.progress));
+        job.checkpoints = CheckpointRuntime::open(&job.config, &job.metrics)?;
+        let shared = Arc::new(job);
         let worker_shared = Arc::clone(&shared);
         let name = job_name.to_owned();
         tracing::info!(job = %name, plan = %plan.describe(), "starting job");

@@ -28,13 +28,16 @@ use spate_types::{
 use timely::container::CapacityContainerBuilder;
 use timely::dataflow::channels::pact::{Exchange, Pipeline};
 use timely::dataflow::operators::generic::operator::empty;
+use timely::dataflow::operators::vec::Broadcast;
 use timely::dataflow::operators::{Operator, Probe};
 use timely::dataflow::{InputHandleVec, ProbeHandle, Scope};
 
-use crate::checkpoint::EpochClock;
+use crate::checkpoint::{boundary, interval_of, EpochClock};
 use crate::config::JobConfig;
+use crate::coordinator::{note_completed, CheckpointRuntime, Report, WorkerCheckpointer};
 use crate::metrics::Metrics;
 use crate::plan::{Epoch, ErasedStream, Flow, Plan, TStream, WStream};
+use crate::snapshot::{SharedSnapshots, SnapshotHandle, WorkerSnapshots};
 use crate::time::{
     self, SourceWatermarks, Timestamp, WatermarkStrategy, WmMsg, MAX_WATERMARK, NO_TIMESTAMP,
 };
@@ -71,6 +74,8 @@ pub(crate) struct JobShared {
     pub(crate) totals: Mutex<BTreeMap<String, u64>>,
     /// Bounded-source progress of this process's workers: (done, total).
     pub(crate) progress: Arc<Progress>,
+    /// Checkpoint storage and coordination, when the job checkpoints.
+    pub(crate) checkpoints: Option<Arc<CheckpointRuntime>>,
 }
 
 /// Progress of a job's bounded sources in this process, for progress bars.
@@ -92,6 +97,7 @@ impl JobShared {
             metrics: Arc::new(Metrics::default()),
             totals: Mutex::new(BTreeMap::new()),
             progress,
+            checkpoints: None,
         }
     }
 
@@ -123,6 +129,7 @@ pub struct BuildCtx<'s> {
     pub(crate) shared: Arc<JobShared>,
     pub(crate) drivers: Vec<Box<dyn SourceDriver>>,
     pub(crate) probe: ProbeHandle<Epoch>,
+    pub(crate) snapshots: SharedSnapshots,
 }
 
 impl<'s> BuildCtx<'s> {
@@ -156,6 +163,38 @@ impl<'s> BuildCtx<'s> {
         time::merge(self.scope, wms, name)
     }
 
+    /// Registers a stateful operator for checkpoints; `None` when the job does not checkpoint.
+    pub(crate) fn stateful(&mut self, name: &str) -> Option<SnapshotHandle> {
+        self.shared
+            .checkpoints
+            .as_ref()
+            .map(|_| SnapshotHandle::register(&self.snapshots, name))
+    }
+
+    /// The restored snapshots of operator `name`, one per old worker (none when not restoring).
+    pub(crate) fn restored_parts(&self, name: &str) -> Vec<bytes::Bytes> {
+        match self.shared.checkpoints.as_ref() {
+            Some(rt) => match rt.restored_parts(name) {
+                Ok(parts) => parts,
+                Err(e) => {
+                    self.shared.fail(e);
+                    Vec::new()
+                }
+            },
+            None => Vec::new(),
+        }
+    }
+
+    fn restore_source<T>(&self, name: &str, reader: &mut dyn SourceReader<T>) -> SpateResult<()> {
+        let Some(rt) = self.shared.checkpoints.as_ref() else {
+            return Ok(());
+        };
+        match rt.restored_positions(name)? {
+            Some(positions) => reader.restore(&positions),
+            None => Ok(()),
+        }
+    }
+
     /// Adds a source: creates this worker's reader and the input that feeds its records.
     pub(crate) fn add_source<T: spate_types::Data>(
         &mut self,
@@ -167,7 +206,10 @@ impl<'s> BuildCtx<'s> {
             worker_index: self.index(),
             workers: self.peers(),
         };
-        let reader = match source.create_reader(&ctx) {
+        let reader = match source
+            .create_reader(&ctx)
+            .and_then(|mut reader| self.restore_source(name, reader.as_mut()).map(|()| reader))
+        {
             Ok(reader) => reader,
             Err(e) => {
                 self.shared.fail(e);
@@ -199,6 +241,7 @@ impl<'s> BuildCtx<'s> {
             reader,
             input: Some(input),
             wm_input: Some(wm_input),
+            finished: false,
             watermarks: strategy
                 .map(|s| SourceWatermarks::new(s, self.shared.config.auto_watermark_interval)),
             marks: Vec::new(),
@@ -231,7 +274,14 @@ impl<'s> BuildCtx<'s> {
             worker_index: self.index(),
             workers: self.peers(),
         };
-        let writer = match sink.create_writer(&ctx) {
+        let restored = self.restored_parts(name);
+        let writer = match sink.create_writer(&ctx).and_then(|mut w| {
+            if !restored.is_empty() {
+                let states: Vec<Vec<u8>> = restored.iter().map(|b| b.to_vec()).collect();
+                w.restore(&states)?;
+            }
+            Ok(w)
+        }) {
             Ok(w) => Some(w),
             Err(e) => {
                 self.shared.fail(e);
@@ -243,17 +293,26 @@ impl<'s> BuildCtx<'s> {
             scratch: Vec::new(),
             shared: Arc::clone(&self.shared),
             records_in: self.shared.metrics.counter(&format!("{name}.numRecordsIn")),
+            snap: self.stateful(name),
+            next_c: 1,
+            committed: 0,
+            stash: Vec::new(),
         };
+        let scope = self.scope;
         // The sink has an (empty) output so that a probe on it sees an epoch complete only
         // once the sink has consumed it.
         let done: timely::dataflow::StreamVec<'s, Epoch, ()> = if single {
             stream.unary_frontier::<CapacityContainerBuilder<Vec<()>>, _, _, _>(
                 Exchange::new(|_: &(Timestamp, T)| 0u64),
                 name,
-                move |_, _| {
+                move |_, info| {
+                    let activator = scope.activator_for(Rc::clone(&info.address));
                     move |(input, frontier), _output| {
-                        input.for_each(|_cap, data| state.write(data));
-                        state.after(frontier.is_empty());
+                        input.for_each_stamp(|cap, batches| {
+                            let epoch = cap.least().copied().unwrap_or(0);
+                            batches.for_each(|b| state.receive(epoch, b));
+                        });
+                        state.step(frontier, &activator);
                     }
                 },
             )
@@ -261,10 +320,14 @@ impl<'s> BuildCtx<'s> {
             stream.unary_frontier::<CapacityContainerBuilder<Vec<()>>, _, _, _>(
                 Pipeline,
                 name,
-                move |_, _| {
+                move |_, info| {
+                    let activator = scope.activator_for(Rc::clone(&info.address));
                     move |(input, frontier), _output| {
-                        input.for_each(|_cap, data| state.write(data));
-                        state.after(frontier.is_empty());
+                        input.for_each_stamp(|cap, batches| {
+                            let epoch = cap.least().copied().unwrap_or(0);
+                            batches.for_each(|b| state.receive(epoch, b));
+                        });
+                        state.step(frontier, &activator);
                     }
                 },
             )
@@ -279,9 +342,89 @@ struct SinkState<T> {
     scratch: Vec<T>,
     shared: Arc<JobShared>,
     records_in: Arc<AtomicU64>,
+    /// With checkpoints: the link to the worker's snapshots, the next cut, what is published.
+    snap: Option<SnapshotHandle>,
+    next_c: u64,
+    committed: u64,
+    /// Records at or after the next cut, held until it is taken: `(epoch, records)`.
+    stash: Vec<(Epoch, Vec<(Timestamp, T)>)>,
 }
 
 impl<T> SinkState<T> {
+    /// Writes records, or holds them if they come after a cut not yet taken.
+    fn receive(&mut self, epoch: Epoch, data: &mut Vec<(Timestamp, T)>) {
+        if self.snap.is_some() && epoch >= boundary(self.next_c) {
+            self.stash.push((epoch, std::mem::take(data)));
+        } else {
+            self.write(data);
+        }
+    }
+
+    /// Takes every cut the input has passed: prepares the writer's output for it (first
+    /// phase of the commit), then writes what was held for the next interval.
+    fn cut(&mut self, frontier: &timely::progress::frontier::MutableAntichain<Epoch>) {
+        loop {
+            let Some(handle) = self.snap.clone() else {
+                return;
+            };
+            let b = boundary(self.next_c);
+            if frontier.less_equal(&(b - 1)) || !handle.may_snapshot(self.next_c) {
+                return;
+            }
+            let prepared = match self.writer.as_mut() {
+                Some(w) => w.pre_commit(self.next_c),
+                None => Ok(Vec::new()),
+            };
+            match prepared {
+                Ok(bytes) => handle.submit(self.next_c, bytes),
+                Err(e) => {
+                    self.shared.fail(e);
+                    self.writer = None;
+                    return;
+                }
+            }
+            self.next_c += 1;
+            let next = boundary(self.next_c);
+            let held = std::mem::take(&mut self.stash);
+            let (now, later): (Vec<_>, Vec<_>) = held.into_iter().partition(|(e, _)| *e < next);
+            self.stash = later;
+            for (_, mut records) in now {
+                self.write(&mut records);
+            }
+        }
+    }
+
+    /// After the records of an activation: cuts, publishing, time-based rolling, the end.
+    fn step(
+        &mut self,
+        frontier: &timely::progress::frontier::MutableAntichain<Epoch>,
+        activator: &timely::scheduling::Activator,
+    ) {
+        self.cut(frontier);
+        if self.publish() {
+            activator.activate_after(Duration::from_millis(20));
+        }
+        self.after(frontier.is_empty());
+    }
+
+    /// Publishes what completed checkpoints cover; `true` while something prepared waits.
+    fn publish(&mut self) -> bool {
+        let Some(handle) = self.snap.as_ref() else {
+            return false;
+        };
+        let completed = handle.completed();
+        if completed > self.committed {
+            if let Some(w) = self.writer.as_mut() {
+                if let Err(e) = w.commit(completed) {
+                    self.shared.fail(e);
+                    self.writer = None;
+                }
+            }
+            self.committed = completed;
+        }
+        self.next_c - 1 > self.committed
+    }
+
     fn write(&mut self, data: &mut Vec<(Timestamp, T)>) {
         self.records_in
             .fetch_add(data.len() as u64, Ordering::Relaxed);
@@ -322,11 +465,17 @@ pub(crate) trait SourceDriver {
     fn tick(&mut self, now: Instant);
     /// Moves the source's inputs to `epoch`.
     fn advance_to(&mut self, epoch: Epoch);
-    /// The source has ended by itself: emits the final watermark, then closes.
-    fn finish(&mut self);
+    /// The source has ended by itself: emits the final watermark, and closes its inputs
+    /// (`close`) or keeps them open for a final checkpoint.
+    fn finish(&mut self, close: bool);
+    /// Stops reading for a clean stop with checkpoints: no final watermark, inputs kept open.
+    fn stop(&mut self);
     /// Closes the source's inputs; the driver is done.
     fn close(&mut self);
-    fn is_closed(&self) -> bool;
+    /// Whether the source reads no more (finished, stopped or closed).
+    fn is_finished(&self) -> bool;
+    /// The reader's split positions, if it can replay: `(source name, positions)`.
+    fn positions(&self) -> Option<(String, Vec<spate_types::SplitPosition>)>;
     /// `(name, emitted, dropped, dead-lettered)` so far.
     fn stats(&self) -> (&str, u64, u64, u64);
 }
@@ -336,6 +485,8 @@ struct TypedDriver<T: spate_types::Data> {
     reader: Box<dyn SourceReader<T>>,
     input: Option<InputHandleVec<Epoch, (Timestamp, T)>>,
     wm_input: Option<InputHandleVec<Epoch, WmMsg>>,
+    /// Reads no more; the inputs may stay open for a final checkpoint.
+    finished: bool,
     watermarks: Option<SourceWatermarks<T>>,
     marks: Vec<SplitMark>,
     stamped: Vec<(Timestamp, T)>,
@@ -425,7 +576,7 @@ impl<T: spate_types::Data> SourceDriver for TypedDriver<T> {
         }
     }
 
-    fn finish(&mut self) {
+    fn finish(&mut self, close: bool) {
         if let Some(wm_input) = self.wm_input.as_mut() {
             wm_input.send(WmMsg {
                 slot: 0,
@@ -433,7 +584,18 @@ impl<T: spate_types::Data> SourceDriver for TypedDriver<T> {
                 idle: false,
             });
         }
-        self.close();
+        self.finished = true;
+        if close {
+            self.close();
+        }
+    }
+
+    fn stop(&mut self) {
+        self.finished = true;
+    }
+
+    fn positions(&self) -> Option<(String, Vec<spate_types::SplitPosition>)> {
+        self.reader.snapshot().map(|p| (self.name.clone(), p))
     }
 
     fn advance_to(&mut self, epoch: Epoch) {
@@ -454,8 +616,8 @@ impl<T: spate_types::Data> SourceDriver for TypedDriver<T> {
         self.dead_letter_input = None;
     }
 
-    fn is_closed(&self) -> bool {
-        self.input.is_none()
+    fn is_finished(&self) -> bool {
+        self.finished || self.input.is_none()
     }
 
     fn stats(&self) -> (&str, u64, u64, u64) {
@@ -472,13 +634,16 @@ pub(crate) fn run_worker(
 ) {
     let probe = ProbeHandle::new();
     let totals_out: Rc<RefCell<Vec<(String, u64)>>> = Rc::new(RefCell::new(Vec::new()));
+    let snapshots: SharedSnapshots = Rc::new(RefCell::new(WorkerSnapshots::default()));
+    let inbox: Rc<RefCell<Vec<Report>>> = Rc::new(RefCell::new(Vec::new()));
     let dataflow_index = worker.next_dataflow_index();
-    let (mut drivers, mut stats_input) = worker.dataflow_named(job_name, |scope| {
+    let (mut drivers, mut stats_input, control) = worker.dataflow_named(job_name, |scope| {
         let mut ctx = BuildCtx {
             scope,
             shared: Arc::clone(&shared),
             drivers: Vec::new(),
             probe: probe.clone(),
+            snapshots: Rc::clone(&snapshots),
         };
         let mut streams: Vec<Option<ErasedStream>> = Vec::with_capacity(plan.nodes.len());
         for node in &plan.nodes {
@@ -506,8 +671,47 @@ pub(crate) fn run_worker(
                 input.for_each(|_cap, data| totals.borrow_mut().extend(data.drain(..)));
             },
         );
-        (ctx.drivers, Some(stats_input))
+        // Checkpoint control: process reports to worker 0, completions from it to everyone.
+        let control = shared.checkpoints.as_ref().map(|_| {
+            let mut reports = InputHandleVec::<Epoch, Report>::new();
+            let inbox = Rc::clone(&inbox);
+            reports.to_stream(scope).sink(
+                Exchange::new(|_: &Report| 0u64),
+                "spate.checkpoint.reports",
+                move |(input, _frontier)| {
+                    input.for_each(|_cap, data| inbox.borrow_mut().extend(data.drain(..)));
+                },
+            );
+            let mut announce = InputHandleVec::<Epoch, u64>::new();
+            let seen = Rc::clone(&snapshots);
+            announce.to_stream(scope).broadcast().sink(
+                Pipeline,
+                "spate.checkpoint.completions",
+                move |(input, _frontier)| {
+                    input.for_each(|_cap, data| {
+                        for c in data.drain(..) {
+                            note_completed(&seen, c);
+                        }
+                    });
+                },
+            );
+            (reports, announce)
+        });
+        (ctx.drivers, Some(stats_input), control)
     });
+    let mut checkpointer = match (control, shared.checkpoints.as_ref()) {
+        (Some((reports, announce)), Some(rt)) => Some(WorkerCheckpointer::new(
+            Arc::clone(rt),
+            Rc::clone(&snapshots),
+            worker.index(),
+            worker.peers(),
+            shared.config.processes,
+            reports,
+            Rc::clone(&inbox),
+            announce,
+        )),
+        _ => None,
+    };
 
     let cfg = &shared.config;
     let k = cfg.max_epochs_in_flight as usize;
@@ -518,6 +722,9 @@ pub(crate) fn run_worker(
     let mut epoch_started = Instant::now();
     let mut emitted_in_epoch = 0usize;
     let mut stopping = false;
+    // With checkpoints, finished sources keep their inputs open until a checkpoint taken after
+    // they finished has completed everywhere: the final checkpoint, which sinks publish.
+    let mut final_checkpoint: Option<u64> = None;
 
     loop {
         if shared.aborted() {
@@ -528,7 +735,11 @@ pub(crate) fn run_worker(
             // A clean stop: close every source, then drain like a bounded job.
             stopping = true;
             for d in drivers.iter_mut() {
-                d.close();
+                if checkpointer.is_some() {
+                    d.stop();
+                } else {
+                    d.close();
+                }
             }
         }
         let frontier = probe.with_frontier(|f| f.first().copied());
@@ -540,7 +751,7 @@ pub(crate) fn run_worker(
         let may_emit = in_flight.len() <= k;
         let mut has_more = false;
         if may_emit {
-            for d in drivers.iter_mut().filter(|d| !d.is_closed()) {
+            for d in drivers.iter_mut().filter(|d| !d.is_finished()) {
                 let budget = cfg
                     .epoch_max_records
                     .saturating_sub(emitted_in_epoch)
@@ -551,7 +762,7 @@ pub(crate) fn run_worker(
                         match status {
                             SourceStatus::More => has_more = true,
                             SourceStatus::Idle => {}
-                            SourceStatus::Finished => d.finish(),
+                            SourceStatus::Finished => d.finish(checkpointer.is_none()),
                         }
                     }
                     Err(e) => {
@@ -562,14 +773,34 @@ pub(crate) fn run_worker(
                 }
             }
         }
-        if drivers.iter().all(|d| d.is_closed()) {
-            break;
+        if let Some(cp) = checkpointer.as_mut() {
+            if let Err(e) = cp.step() {
+                shared.fail(e);
+                worker.drop_dataflow(dataflow_index);
+                return;
+            }
+        }
+        if drivers.iter().all(|d| d.is_finished()) {
+            match (checkpointer.as_ref(), final_checkpoint) {
+                (None, _) => break,
+                (Some(cp), Some(c)) if cp.completed() >= c => break,
+                _ => {}
+            }
         }
         let now = Instant::now();
-        for d in drivers.iter_mut().filter(|d| !d.is_closed()) {
+        for d in drivers.iter_mut().filter(|d| !d.is_finished()) {
             d.tick(now);
         }
-        let boundary_due = clock.boundary_due(epoch, now);
+        let mut boundary_due = clock.boundary_due(epoch, now);
+        if checkpointer.is_some()
+            && final_checkpoint.is_none()
+            && drivers.iter().all(|d| d.is_finished())
+        {
+            // Every source is done: cut a final checkpoint right away.
+            let b = boundary(interval_of(epoch) + 1);
+            final_checkpoint = Some(interval_of(b));
+            boundary_due = Some(b);
+        }
         if boundary_due.is_some()
             || emitted_in_epoch >= cfg.epoch_max_records
             || now - epoch_started >= cfg.epoch_interval
@@ -586,11 +817,23 @@ pub(crate) fn run_worker(
                     .min(clock.next_boundary(epoch).saturating_sub(1))
                     .max(epoch + 1),
             };
-            for d in drivers.iter_mut().filter(|d| !d.is_closed()) {
+            if checkpointer.is_some() {
+                // Source positions at each boundary crossed: after every record sent so far.
+                let mut s = snapshots.borrow_mut();
+                for c in interval_of(epoch) + 1..=interval_of(next) {
+                    let positions = drivers.iter().filter_map(|d| d.positions()).collect();
+                    s.sources.insert(c, positions);
+                }
+                s.crossed = s.crossed.max(interval_of(next));
+            }
+            for d in drivers.iter_mut() {
                 d.advance_to(next);
             }
             if let Some(stats) = stats_input.as_mut() {
                 stats.advance_to(next);
+            }
+            if let Some(cp) = checkpointer.as_mut() {
+                cp.advance_to(next);
             }
             epoch = next;
             in_flight.push_back(next);
@@ -614,12 +857,25 @@ pub(crate) fn run_worker(
         }
     }
     drop(drivers);
+    if let Some(cp) = checkpointer.as_mut() {
+        cp.finish();
+    }
     while worker.has_dataflows() {
         if shared.aborted() {
             worker.drop_dataflow(dataflow_index);
             return;
         }
-        worker.step_or_park(Some(Duration::from_millis(10)));
+        if let Some(cp) = checkpointer.as_mut() {
+            if let Err(e) = cp.step() {
+                shared.fail(e);
+                worker.drop_dataflow(dataflow_index);
+                return;
+            }
+            if cp.done() {
+                checkpointer = None;
+            }
+        }
+        worker.step_or_park(Some(Duration::from_millis(1)));
     }
     let mut totals = shared.totals.lock().unwrap_or_else(|p| p.into_inner());
     for (name, value) in totals_out.borrow_mut().drain(..) {

@@ -261,6 +261,9 @@ impl Bounds {
 }
 
 /// One key's buffered records of both sides, by timestamp.
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(bound(serialize = "A: serde::Serialize, B: serde::Serialize"))]
+#[serde(bound(deserialize = "A: serde::de::DeserializeOwned, B: serde::de::DeserializeOwned"))]
 struct IntervalJoinBuffers<A, B> {
     left: BTreeMap<Timestamp, Vec<A>>,
     right: BTreeMap<Timestamp, Vec<B>>,

@@ -26,19 +26,20 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rustc_hash::FxBuildHasher;
-use spate_types::{Data, SpateError};
+use spate_types::{Data, SpateError, SpateResult};
 use timely::container::CapacityContainerBuilder;
 use timely::dataflow::channels::pact::{Exchange, Pipeline};
 use timely::dataflow::operators::{Capability, Operator};
 
+use crate::checkpoint::boundary;
 use crate::execute::{BuildCtx, JobShared};
 use crate::keyed::{key_route, KeyFn, KeyedStream};
-use crate::plan::{ErasedStream, Flow, NodeKind, TStream, WStream};
+use crate::plan::{Epoch, ErasedStream, Flow, NodeKind, TStream, WStream};
 use crate::stream::{add_node, DataStream};
 use crate::time::{processing_time_now, Timestamp, WmGate, WmMsg, WmTracker, NO_TIMESTAMP};
 
 /// Which clock a timer follows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum TimeDomain {
     /// Fires when the watermark reaches the timer's timestamp.
     EventTime,
@@ -128,6 +129,14 @@ impl<K: Hash + Eq + Clone> Timers<K> {
 
     fn next(&self) -> Option<Timestamp> {
         self.queue.keys().next().copied()
+    }
+
+    /// Every timer, for a snapshot.
+    fn entries(&self) -> Vec<(Timestamp, &K)> {
+        self.queue
+            .iter()
+            .flat_map(|(ts, keys)| keys.iter().map(move |k| (*ts, k)))
+            .collect()
     }
 }
 
@@ -228,8 +237,8 @@ impl<K: Hash + Eq + Clone, S, O> ProcessContext<'_, K, S, O> {
 /// A function over a keyed stream with per-key state and timers (Flink's
 /// `KeyedProcessFunction`).
 pub trait KeyedProcessFunction<K, I, O>: Send + Sync + 'static {
-    /// The per-key state.
-    type State: 'static;
+    /// The per-key state; it is checkpointed, so it serializes.
+    type State: serde::Serialize + serde::de::DeserializeOwned + 'static;
 
     /// Handles one record of the current key.
     fn process_element(&self, value: I, ctx: &mut ProcessContext<'_, K, Self::State, O>);
@@ -290,6 +299,77 @@ impl<K: Hash + Eq + Clone, S, O> Instance<K, S, O> {
     }
 }
 
+/// A keyed operator instance's checkpointed state (written from references, read owned).
+#[derive(serde::Serialize, serde::Deserialize)]
+struct KeyedSnapshot<K, S> {
+    states: Vec<(K, S)>,
+    event_timers: Vec<(Timestamp, K)>,
+    processing_timers: Vec<(Timestamp, K)>,
+}
+
+impl<K, S, O> Instance<K, S, O>
+where
+    K: Data + Hash + Eq,
+    S: serde::Serialize + serde::de::DeserializeOwned,
+{
+    /// Runs `f` on `records` with their keys' state.
+    fn process<I, F: KeyedProcessFunction<K, I, O, State = S>>(
+        &mut self,
+        f: &F,
+        key: &KeyFn<K, I>,
+        records: impl Iterator<Item = (Timestamp, I)>,
+    ) {
+        for (ts, x) in records {
+            let k = key(&x);
+            self.with_key(&k, ts, |c| f.process_element(x, c));
+        }
+    }
+
+    /// The instance's state and timers, serialized.
+    fn snapshot(&self) -> SpateResult<Vec<u8>> {
+        let snapshot = KeyedSnapshot {
+            states: self.states.iter().collect::<Vec<_>>(),
+            event_timers: self.event_timers.entries(),
+            processing_timers: self.processing_timers.entries(),
+        };
+        bincode::serialize(&snapshot).map_err(|e| {
+            SpateError::Internal(format!(
+                "operator {}: cannot snapshot state: {e}",
+                self.env.name
+            ))
+        })
+    }
+
+    /// Loads the keys this instance owns (`mine`) from the snapshots of all old instances.
+    fn restore(&mut self, parts: &[bytes::Bytes], mine: impl Fn(&K) -> bool) -> SpateResult<()> {
+        for part in parts {
+            let snapshot: KeyedSnapshot<K, S> = bincode::deserialize(part).map_err(|e| {
+                SpateError::Job(format!(
+                    "operator {}: the checkpoint's state does not fit this job's types \
+                     (was the job changed?): {e}",
+                    self.env.name
+                ))
+            })?;
+            for (k, s) in snapshot.states {
+                if mine(&k) {
+                    self.states.insert(k, s);
+                }
+            }
+            for (ts, k) in snapshot.event_timers {
+                if mine(&k) {
+                    self.event_timers.register(&k, ts);
+                }
+            }
+            for (ts, k) in snapshot.processing_timers {
+                if mine(&k) {
+                    self.processing_timers.register(&k, ts);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Builds the keyed process operator on one worker. `data` is exchanged by `key`; `wm` is the
 /// input's local watermark stream (exchanged here).
 pub(crate) fn build_keyed_process<'s, K, I, O, F>(
@@ -310,6 +390,9 @@ where
     let pact = Exchange::new(move |x: &(Timestamp, I)| key_route(&route(&x.1), maxp, peers));
     let wm = ctx.exchange_wm(input.wm, name);
     let scope = ctx.scope;
+    let snap = ctx.stateful(name);
+    let restored = ctx.restored_parts(name);
+    let me = ctx.index() as u64;
     let env = OperatorEnv {
         shared: Arc::clone(ctx.shared()),
         late_dropped: ctx
@@ -341,14 +424,29 @@ where
                     out: Vec::new(),
                 };
                 let mut emitted: Vec<(Timestamp, Out<Tagged<O>>)> = Vec::new();
+                if let Err(e) = inst.restore(&restored, |k| key_route(k, maxp, peers) == me) {
+                    inst.env.shared.fail(e);
+                }
+                let mut next_c: u64 = 1;
+                let mut stash: Vec<(Capability<Epoch>, Vec<(Timestamp, I)>)> = Vec::new();
                 move |(data, data_frontier), (wms, wm_frontier), output| {
-                    // Records: each with its key's state, at the current watermark.
+                    // Records: each with its key's state, at the current watermark. With
+                    // checkpoints, records at or after the next cut wait until it is taken.
+                    let cut = snap.as_ref().map(|_| boundary(next_c));
                     data.for_each_stamp(|cap, batches| {
-                        for batch in batches {
-                            for (ts, x) in batch.drain(..) {
-                                let k = key(&x);
-                                inst.with_key(&k, ts, |c| f.process_element(x, c));
+                        let Some(&epoch) = cap.least() else { return };
+                        if cut.is_some_and(|b| epoch >= b) {
+                            if let Some(held) = cap.retain_least(0) {
+                                let mut records = Vec::new();
+                                for batch in batches {
+                                    records.append(batch);
+                                }
+                                stash.push((held, records));
                             }
+                            return;
+                        }
+                        for batch in batches {
+                            inst.process(&*f, &key, batch.drain(..));
                         }
                         if !inst.out.is_empty() {
                             emitted.extend(inst.out.drain(..).map(|(t, o)| (t, Out::Record(o))));
@@ -365,20 +463,53 @@ where
                             }
                         }
                     });
-                    for (cap, msg) in gate.ready(data_frontier) {
-                        let Some(next) = tracker.update(&msg) else { continue };
-                        if !next.idle && next.wm > inst.watermark {
-                            inst.watermark = next.wm;
-                            while let Some((ts, k)) = inst.event_timers.pop(inst.watermark) {
-                                inst.with_key(&k, ts, |c| {
-                                    f.on_timer(ts, TimeDomain::EventTime, c)
-                                });
+                    loop {
+                        let limit = snap.as_ref().map_or(Epoch::MAX, |_| boundary(next_c));
+                        for (cap, msg) in gate.ready(data_frontier, limit) {
+                            let Some(next) = tracker.update(&msg) else { continue };
+                            if !next.idle && next.wm > inst.watermark {
+                                inst.watermark = next.wm;
+                                while let Some((ts, k)) = inst.event_timers.pop(inst.watermark) {
+                                    inst.with_key(&k, ts, |c| {
+                                        f.on_timer(ts, TimeDomain::EventTime, c)
+                                    });
+                                }
+                            }
+                            emitted.extend(inst.out.drain(..).map(|(t, o)| (t, Out::Record(o))));
+                            emitted.push((NO_TIMESTAMP, Out::Watermark(next)));
+                            output.session(&cap).give_container(&mut emitted);
+                            emitted.clear();
+                        }
+                        // The cut: once nothing before it can arrive any more.
+                        let Some(handle) = snap.as_ref() else { break };
+                        let before = limit - 1;
+                        if data_frontier.less_equal(&before)
+                            || wm_frontier.less_equal(&before)
+                            || !handle.may_snapshot(next_c)
+                        {
+                            break;
+                        }
+                        match inst.snapshot() {
+                            Ok(bytes) => handle.submit(next_c, bytes),
+                            Err(e) => inst.env.shared.fail(e),
+                        }
+                        next_c += 1;
+                        // The records held for the interval that now begins.
+                        let next_cut = boundary(next_c);
+                        let (now, later): (Vec<_>, Vec<_>) =
+                            stash.drain(..).partition(|(c, _)| *c.time() < next_cut);
+                        stash = later;
+                        let mut now = now;
+                        now.sort_by_key(|(c, _)| *c.time());
+                        for (cap, records) in now {
+                            inst.process(&*f, &key, records.into_iter());
+                            if !inst.out.is_empty() {
+                                emitted
+                                    .extend(inst.out.drain(..).map(|(t, o)| (t, Out::Record(o))));
+                                output.session(&cap).give_container(&mut emitted);
+                                emitted.clear();
                             }
                         }
-                        emitted.extend(inst.out.drain(..).map(|(t, o)| (t, Out::Record(o))));
-                        emitted.push((NO_TIMESTAMP, Out::Watermark(next)));
-                        output.session(&cap).give_container(&mut emitted);
-                        emitted.clear();
                     }
                     // Processing-time timers, at the epoch of the input frontier.
                     let ended = data_frontier.is_empty() && wm_frontier.is_empty();
@@ -660,8 +791,8 @@ pub enum Either<A, B> {
 /// A function over two keyed streams with shared per-key state and timers (Flink's
 /// `KeyedCoProcessFunction`).
 pub trait KeyedCoProcessFunction<K, A, B, O>: Send + Sync + 'static {
-    /// The per-key state, shared by both inputs.
-    type State: 'static;
+    /// The per-key state, shared by both inputs; it is checkpointed, so it serializes.
+    type State: serde::Serialize + serde::de::DeserializeOwned + 'static;
 
     /// Handles one record of the first stream.
     fn process_element1(&self, value: A, ctx: &mut ProcessContext<'_, K, Self::State, O>);

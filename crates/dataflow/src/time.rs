@@ -244,9 +244,11 @@ impl WmGate {
 
     /// The messages whose epoch the data frontier has passed, in epoch order, with their
     /// capabilities (to emit what they trigger, and the watermark itself, at their epoch).
+    /// Only messages at epochs below `limit` are returned (a checkpoint cut not yet taken).
     pub(crate) fn ready(
         &mut self,
         data_frontier: &MutableAntichain<Epoch>,
+        limit: Epoch,
     ) -> Vec<(Capability<Epoch>, WmMsg)> {
         if self.pending.is_empty() {
             return Vec::new();
@@ -254,7 +256,7 @@ impl WmGate {
         let (ready, waiting): (Vec<_>, Vec<_>) = self
             .pending
             .drain(..)
-            .partition(|(cap, _)| !data_frontier.less_equal(cap.time()));
+            .partition(|(cap, _)| *cap.time() < limit && !data_frontier.less_equal(cap.time()));
         self.pending = waiting;
         let mut ready = ready;
         ready.sort_by_key(|(cap, _)| *cap.time());

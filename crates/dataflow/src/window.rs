@@ -27,6 +27,7 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Duration;
 
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use smallvec::SmallVec;
 use spate_types::{Data, SpateError};
@@ -49,7 +50,9 @@ fn millis(d: Duration) -> i64 {
 }
 
 /// A window: a group of elements of one key that fire together.
-pub trait Window: Clone + PartialEq + Eq + Hash + Debug + Send + Sync + 'static {
+pub trait Window:
+    Clone + PartialEq + Eq + Hash + Debug + Send + Sync + Serialize + DeserializeOwned + 'static
+{
     /// The largest timestamp that belongs to the window; results carry it.
     fn max_timestamp(&self) -> Timestamp;
     /// For merging assigners: the window covering both, if they overlap or touch.
@@ -745,8 +748,8 @@ impl<T, W: Window> Trigger<T, W> for ContinuousProcessingTimeTrigger {
 /// An incremental aggregation (Flink's `AggregateFunction`): one accumulator per key and
 /// window.
 pub trait AggregateFunction<T>: Send + Sync + 'static {
-    /// The accumulator.
-    type Acc: Clone + Send + 'static;
+    /// The accumulator; it is checkpointed, so it serializes.
+    type Acc: Clone + Send + Serialize + DeserializeOwned + 'static;
     /// The result.
     type Out: Data;
     /// A fresh accumulator.
@@ -772,7 +775,7 @@ pub struct WindowContext<'a, W> {
 
 /// How a window's contents are kept and turned into results.
 trait Contents<K, T, W, R>: Send + Sync + 'static {
-    type Acc: 'static;
+    type Acc: Serialize + DeserializeOwned + 'static;
     fn create(&self) -> Self::Acc;
     fn add(&self, acc: &mut Self::Acc, value: &T);
     fn merge(&self, a: Self::Acc, b: Self::Acc) -> Self::Acc;
@@ -783,7 +786,7 @@ struct ReduceContents<F, G>(F, G);
 
 impl<K, T, W, R, F, G> Contents<K, T, W, R> for ReduceContents<F, G>
 where
-    T: Clone + 'static,
+    T: Data,
     F: Fn(T, T) -> T + Send + Sync + 'static,
     G: Fn(&K, &WindowContext<'_, W>, T, &mut Vec<R>) + Send + Sync + 'static,
 {
@@ -836,7 +839,7 @@ struct ProcessContents<G>(G);
 
 impl<K, T, W, R, G> Contents<K, T, W, R> for ProcessContents<G>
 where
-    T: Clone + 'static,
+    T: Data,
     G: Fn(&K, &WindowContext<'_, W>, &[T], &mut Vec<R>) + Send + Sync + 'static,
 {
     type Acc = Vec<T>;
@@ -856,6 +859,9 @@ where
 }
 
 /// One open window of a key.
+#[derive(Serialize, Deserialize)]
+#[serde(bound(serialize = "W: Serialize, Acc: Serialize"))]
+#[serde(bound(deserialize = "W: DeserializeOwned, Acc: DeserializeOwned"))]
 struct WinEntry<W, Acc> {
     window: W,
     /// `None` after a purge, until the next element.
@@ -866,6 +872,9 @@ struct WinEntry<W, Acc> {
 }
 
 /// A key's open windows.
+#[derive(Serialize, Deserialize)]
+#[serde(bound(serialize = "W: Serialize, Acc: Serialize"))]
+#[serde(bound(deserialize = "W: DeserializeOwned, Acc: DeserializeOwned"))]
 pub(crate) struct KeyWindows<W, Acc> {
     entries: Vec<WinEntry<W, Acc>>,
 }

@@ -49,7 +49,7 @@ pub struct AuctionBidRow {
 }
 
 /// The keyed state of q3's join for one person id.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 struct SellerState {
     /// The person, once seen: (name, city, state).
     person: Option<(Arc<str>, Arc<str>, Arc<str>)>,
@@ -122,6 +122,7 @@ fn beats(b: &Bid, best: &Bid) -> bool {
 }
 
 /// One auction id's state in the winning-bid join.
+#[derive(serde::Serialize, serde::Deserialize)]
 struct AuctionBids {
     /// The auction, once it arrived.
     auction: Option<Auction>,
@@ -273,6 +274,7 @@ pub fn q4(events: &DataStream<Event>) -> DataStream<Change<CategoryAverageRow>> 
 }
 
 /// One auction id's state in q20's join.
+#[derive(serde::Serialize, serde::Deserialize)]
 enum AuctionMatch {
     /// The auction has not arrived; its bids so far.
     Pending(Vec<Bid>),

@@ -12,8 +12,8 @@ use crate::model::{Bid, Event};
 
 /// A per-key aggregate whose result rows change as records arrive.
 pub(crate) trait Aggregate<K, T>: Send + Sync + 'static {
-    /// The accumulator of one key.
-    type Acc: 'static;
+    /// The accumulator of one key (checkpointed, so it serializes).
+    type Acc: serde::Serialize + serde::de::DeserializeOwned + 'static;
     /// A result row.
     type Out: Row + PartialEq;
     /// A fresh accumulator.
@@ -25,6 +25,9 @@ pub(crate) trait Aggregate<K, T>: Send + Sync + 'static {
 }
 
 /// One key's accumulator, the rows last emitted for it, and whether it changed since.
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(bound(serialize = "A: serde::Serialize, R: serde::Serialize"))]
+#[serde(bound(deserialize = "A: serde::de::DeserializeOwned, R: serde::de::DeserializeOwned"))]
 pub(crate) struct UpdatingState<A, R> {
     acc: A,
     emitted: Vec<R>,
@@ -158,7 +161,7 @@ impl Hasher for IdHasher {
 type IdSet = HashSet<i64, BuildHasherDefault<IdHasher>>;
 
 /// Counts of bids, distinct bidders and distinct auctions, in total and per price range.
-#[derive(Default)]
+#[derive(Default, serde::Serialize, serde::Deserialize)]
 pub(crate) struct BidStats {
     bids: [i64; 4],
     bidders: [IdSet; 4],

@@ -274,6 +274,7 @@ impl PartialMax {
 }
 
 /// One key's open window in q7's first stage.
+#[derive(serde::Serialize, serde::Deserialize)]
 struct OpenWindow {
     start: i64,
     partial: PartialMax,

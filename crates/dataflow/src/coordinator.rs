@@ -1,0 +1,459 @@
+//! Checkpoint coordination: from the parts every worker gathers to a manifest, and back.
+//!
+//! See [`crate::snapshot`] for what a worker gathers. Here:
+//!
+//! * [`CheckpointRuntime`] is shared by the workers of one process: the storage, the writer of
+//!   each checkpoint in flight (one per process; every local worker puts its files through it),
+//!   what was restored, and the failure policy.
+//! * [`WorkerCheckpointer`] runs in each worker's loop: it uploads the worker's parts once they
+//!   are all in, and when every local worker has, one of them reports the process's durable
+//!   files to global worker 0 over a dataflow channel. Worker 0 writes the manifest (listing the
+//!   other processes' files) once every process has reported, then announces the completion to
+//!   every worker over a broadcast channel; sinks then publish.
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap};
+use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use spate_checkpoint::{
+    Checkpoint, CheckpointConfig, CheckpointInfo, CheckpointStorage, CheckpointWriter, FileEntry,
+    PendingCompletion, TolerableFailures,
+};
+use spate_types::{SpateError, SpateResult, SplitPosition};
+use timely::dataflow::InputHandleVec;
+
+use crate::config::JobConfig;
+use crate::metrics::Metrics;
+use crate::plan::Epoch;
+use crate::snapshot::{operator_file, sources_file, SharedSnapshots};
+
+/// What a process reports to worker 0 about checkpoint `c`.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub(crate) enum Report {
+    /// The process's files of checkpoint `c` are durable.
+    Durable { c: u64, files: Vec<FileEntry> },
+    /// The process could not write checkpoint `c`.
+    Failed { c: u64, reason: String },
+    /// A worker has finished and closed its inputs.
+    Finished,
+}
+
+/// The checkpoint state one process's workers share.
+pub(crate) struct CheckpointRuntime {
+    storage: CheckpointStorage,
+    /// Storage id of local checkpoint 0: local checkpoint `c` is stored as `base + c`.
+    base: u64,
+    restored: Option<Checkpoint>,
+    info: CheckpointInfo,
+    local_workers: usize,
+    writers: Mutex<HashMap<u64, CheckpointWriter>>,
+    submitted: Mutex<HashMap<u64, usize>>,
+    policy: Mutex<TolerableFailures>,
+    completed: Arc<AtomicU64>,
+    failed: Arc<AtomicU64>,
+    last_duration_ms: Arc<AtomicU64>,
+    last_size: Arc<AtomicU64>,
+}
+
+impl CheckpointRuntime {
+    /// Opens checkpoint storage if the job checkpoints, and finds what to restore.
+    pub(crate) fn open(config: &JobConfig, metrics: &Metrics) -> SpateResult<Option<Arc<Self>>> {
+        let Some(dir) = config.checkpoint_dir.as_deref() else {
+            return Ok(None);
+        };
+        if config.checkpoint_interval.is_none() {
+            return Err(SpateError::Config(
+                "a checkpoint directory needs a checkpoint interval".into(),
+            ));
+        }
+        let storage_config = CheckpointConfig {
+            retained: config.checkpoints_retained.max(1),
+            ..CheckpointConfig::default()
+        };
+        let storage = CheckpointStorage::open(dir, storage_config)?;
+        let restored = match config.restore.as_deref() {
+            None => None,
+            Some("latest") => storage.latest_complete()?,
+            Some(path) => {
+                let location = storage.parse_location(path)?;
+                Some(storage.restore_from(&location)?)
+            }
+        };
+        if let Some(r) = &restored {
+            let m = r.manifest();
+            if m.max_parallelism != config.max_parallelism {
+                return Err(SpateError::Config(format!(
+                    "checkpoint {} was taken with max parallelism {}, this job has {}: keys \
+                     would land in other key groups; keep the max parallelism to restore it",
+                    r.location(),
+                    m.max_parallelism,
+                    config.max_parallelism
+                )));
+            }
+            tracing::info!(
+                checkpoint = r.id(),
+                workers = m.workers,
+                location = %r.location(),
+                "restoring"
+            );
+        }
+        let base = storage.next_id()?.saturating_sub(1);
+        let info = CheckpointInfo {
+            max_parallelism: config.max_parallelism,
+            workers: config.total_workers() as u32,
+        };
+        Ok(Some(Arc::new(CheckpointRuntime {
+            storage,
+            base,
+            restored,
+            info,
+            local_workers: config.workers,
+            writers: Mutex::new(HashMap::new()),
+            submitted: Mutex::new(HashMap::new()),
+            policy: Mutex::new(TolerableFailures::new(config.tolerable_checkpoint_failures)),
+            completed: metrics.counter("checkpoints.numberOfCompletedCheckpoints"),
+            failed: metrics.counter("checkpoints.numberOfFailedCheckpoints"),
+            last_duration_ms: metrics.counter("checkpoints.lastCheckpointDuration"),
+            last_size: metrics.counter("checkpoints.lastCheckpointSize"),
+        })))
+    }
+
+    fn writer(&self, c: u64) -> SpateResult<CheckpointWriter> {
+        let mut writers = self.writers.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(w) = writers.get(&c) {
+            return Ok(w.clone());
+        }
+        let w = self.storage.begin(self.base + c, self.info)?;
+        writers.insert(c, w.clone());
+        Ok(w)
+    }
+
+    fn forget(&self, c: u64) {
+        let mut writers = self.writers.lock().unwrap_or_else(|p| p.into_inner());
+        writers.remove(&c);
+    }
+
+    /// The snapshots of operator `name` in the restored checkpoint, one per old worker.
+    pub(crate) fn restored_parts(&self, name: &str) -> SpateResult<Vec<Bytes>> {
+        let Some(r) = &self.restored else {
+            return Ok(Vec::new());
+        };
+        let mut parts = Vec::new();
+        for w in 0..r.manifest().workers as usize {
+            let file = operator_file(name, w);
+            if r.manifest().file(&file).is_some() {
+                parts.push(r.read(&file)?);
+            }
+        }
+        Ok(parts)
+    }
+
+    /// The positions of source `name` in the restored checkpoint, over all old workers.
+    pub(crate) fn restored_positions(&self, name: &str) -> SpateResult<Option<Vec<SplitPosition>>> {
+        let Some(r) = &self.restored else {
+            return Ok(None);
+        };
+        let mut all = Vec::new();
+        for w in 0..r.manifest().workers as usize {
+            let file = sources_file(w);
+            if r.manifest().file(&file).is_none() {
+                continue;
+            }
+            let bytes = r.read(&file)?;
+            let map: BTreeMap<String, Vec<SplitPosition>> = serde_json::from_slice(&bytes)
+                .map_err(|e| {
+                    SpateError::Job(format!("checkpoint {}: bad {file}: {e}", r.location()))
+                })?;
+            if let Some(p) = map.get(name) {
+                all.extend(p.iter().cloned());
+            }
+        }
+        Ok(Some(all))
+    }
+
+    /// Records a failed checkpoint; an error once failures exceed the tolerance.
+    fn failure(&self, c: u64, error: SpateError) -> SpateResult<()> {
+        self.failed.fetch_add(1, Ordering::Relaxed);
+        tracing::warn!(checkpoint = self.base + c, %error, "checkpoint failed");
+        if let Some(w) = self
+            .writers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&c)
+        {
+            w.abort();
+        }
+        self.policy
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .record_failure(&error)
+    }
+}
+
+/// One worker's side of checkpointing, driven from its loop.
+pub(crate) struct WorkerCheckpointer {
+    rt: Arc<CheckpointRuntime>,
+    snapshots: SharedSnapshots,
+    worker: usize,
+    peers: usize,
+    processes: usize,
+    reports: Option<InputHandleVec<Epoch, Report>>,
+    /// Checkpoints whose process report this worker sends once the uploads are durable.
+    to_report: Vec<u64>,
+    /// Worker 0: what reached it.
+    inbox: Rc<RefCell<Vec<Report>>>,
+    /// Worker 0: announces completions to every worker.
+    announce: Option<InputHandleVec<Epoch, u64>>,
+    durable: BTreeMap<u64, Vec<Vec<FileEntry>>>,
+    completing: Vec<(u64, PendingCompletion)>,
+    finished_workers: usize,
+}
+
+impl WorkerCheckpointer {
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        rt: Arc<CheckpointRuntime>,
+        snapshots: SharedSnapshots,
+        worker: usize,
+        peers: usize,
+        processes: usize,
+        reports: InputHandleVec<Epoch, Report>,
+        inbox: Rc<RefCell<Vec<Report>>>,
+        announce: InputHandleVec<Epoch, u64>,
+    ) -> Self {
+        WorkerCheckpointer {
+            rt,
+            snapshots,
+            worker,
+            peers,
+            processes,
+            reports: Some(reports),
+            to_report: Vec::new(),
+            inbox,
+            announce: Some(announce),
+            durable: BTreeMap::new(),
+            completing: Vec::new(),
+            finished_workers: 0,
+        }
+    }
+
+    /// Moves the control inputs along with the worker's epoch.
+    pub(crate) fn advance_to(&mut self, epoch: Epoch) {
+        if let Some(r) = self.reports.as_mut() {
+            r.advance_to(epoch);
+        }
+        if let Some(a) = self.announce.as_mut() {
+            a.advance_to(epoch);
+        }
+    }
+
+    /// The latest checkpoint complete everywhere, as this worker knows it.
+    pub(crate) fn completed(&self) -> u64 {
+        self.snapshots.borrow().completed
+    }
+
+    /// Does whatever is due: uploads, reports, manifests, announcements.
+    pub(crate) fn step(&mut self) -> SpateResult<()> {
+        self.upload_ready()?;
+        self.report_durable()?;
+        if self.worker == 0 {
+            self.coordinate()?;
+        }
+        Ok(())
+    }
+
+    /// Uploads every checkpoint whose parts are all in.
+    fn upload_ready(&mut self) -> SpateResult<()> {
+        loop {
+            let ready = {
+                let s = self.snapshots.borrow();
+                let expected = s.operators.len();
+                s.sources
+                    .keys()
+                    .copied()
+                    .find(|c| s.parts.get(c).map_or(0, |p| p.len()) == expected)
+            };
+            let Some(c) = ready else { return Ok(()) };
+            let (parts, sources) = {
+                let mut s = self.snapshots.borrow_mut();
+                (
+                    s.parts.remove(&c).unwrap_or_default(),
+                    s.sources.remove(&c).unwrap_or_default(),
+                )
+            };
+            let result = (|| -> SpateResult<()> {
+                let writer = self.rt.writer(c)?;
+                for (name, bytes) in parts {
+                    writer.put(operator_file(&name, self.worker), Bytes::from(bytes))?;
+                }
+                let positions: BTreeMap<String, Vec<SplitPosition>> = sources.into_iter().collect();
+                let json = serde_json::to_vec(&positions)
+                    .map_err(|e| SpateError::Internal(format!("source positions: {e}")))?;
+                writer.put(sources_file(self.worker), Bytes::from(json))?;
+                Ok(())
+            })();
+            if let Err(e) = result {
+                self.send(Report::Failed {
+                    c,
+                    reason: e.to_string(),
+                });
+                self.rt.failure(c, e)?;
+                continue;
+            }
+            let mut submitted = self.rt.submitted.lock().unwrap_or_else(|p| p.into_inner());
+            let n = submitted.entry(c).or_insert(0);
+            *n += 1;
+            if *n == self.rt.local_workers {
+                submitted.remove(&c);
+                self.to_report.push(c);
+            }
+        }
+    }
+
+    /// Reports a process's checkpoint once its uploads are durable.
+    fn report_durable(&mut self) -> SpateResult<()> {
+        let mut i = 0;
+        while i < self.to_report.len() {
+            let c = self.to_report[i];
+            let writer = self.rt.writer(c)?;
+            match writer.poll() {
+                Ok(progress) if progress.is_settled() => {
+                    let files = writer.durable_files();
+                    self.to_report.swap_remove(i);
+                    self.send(Report::Durable { c, files });
+                    if self.worker != 0 {
+                        // Worker 0's process keeps its writer to write the manifest.
+                        self.rt.forget(c);
+                    }
+                }
+                Ok(_) => i += 1,
+                Err(e) => {
+                    self.to_report.swap_remove(i);
+                    self.send(Report::Failed {
+                        c,
+                        reason: e.to_string(),
+                    });
+                    self.rt.failure(c, e)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn send(&mut self, report: Report) {
+        if let Some(r) = self.reports.as_mut() {
+            r.send(report);
+        }
+    }
+
+    /// Worker 0: writes manifests when every process has reported, and announces them.
+    fn coordinate(&mut self) -> SpateResult<()> {
+        let inbox: Vec<Report> = self.inbox.borrow_mut().drain(..).collect();
+        for report in inbox {
+            match report {
+                Report::Durable { c, files } => {
+                    self.durable.entry(c).or_default().push(files);
+                }
+                Report::Failed { c, reason } => {
+                    self.durable.remove(&c);
+                    tracing::warn!(checkpoint = self.rt.base + c, %reason, "a process failed its checkpoint");
+                }
+                Report::Finished => self.finished_workers += 1,
+            }
+        }
+        let full: Vec<u64> = self
+            .durable
+            .iter()
+            .filter(|(_, v)| v.len() == self.processes)
+            .map(|(c, _)| *c)
+            .collect();
+        for c in full {
+            let reports = self.durable.remove(&c).unwrap_or_default();
+            let writer = self.rt.writer(c)?;
+            let own: std::collections::HashSet<String> =
+                writer.durable_files().into_iter().map(|f| f.name).collect();
+            let mut result = Ok(());
+            for entry in reports.into_iter().flatten() {
+                if !own.contains(&entry.name) {
+                    if let Err(e) = writer.add_existing(entry) {
+                        result = Err(e);
+                        break;
+                    }
+                }
+            }
+            match result {
+                Ok(()) => {
+                    let metadata = serde_json::json!({
+                        "local_checkpoint": c,
+                        "workers": self.peers,
+                    });
+                    self.completing.push((c, writer.complete(metadata)));
+                }
+                Err(e) => self.rt.failure(c, e)?,
+            }
+        }
+        let mut i = 0;
+        while i < self.completing.len() {
+            let Some(result) = self.completing[i].1.poll() else {
+                i += 1;
+                continue;
+            };
+            let (c, _) = self.completing.swap_remove(i);
+            self.rt.forget(c);
+            match result {
+                Ok(done) => {
+                    self.rt.completed.fetch_add(1, Ordering::Relaxed);
+                    self.rt
+                        .last_duration_ms
+                        .store(done.duration.as_millis() as u64, Ordering::Relaxed);
+                    self.rt
+                        .last_size
+                        .store(done.total_size_bytes, Ordering::Relaxed);
+                    self.rt
+                        .policy
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .record_success();
+                    tracing::debug!(checkpoint = self.rt.base + c, "checkpoint complete");
+                    if let Some(a) = self.announce.as_mut() {
+                        a.send(c);
+                    }
+                }
+                Err(e) => self.rt.failure(c, e)?,
+            }
+        }
+        Ok(())
+    }
+
+    /// This worker has finished: tells worker 0 and closes its report channel.
+    pub(crate) fn finish(&mut self) {
+        self.send(Report::Finished);
+        self.reports = None;
+    }
+
+    /// Whether this worker's part is over: every report sent, and on worker 0, every worker
+    /// finished and every completion announced. Then the announcement channel closes.
+    pub(crate) fn done(&mut self) -> bool {
+        if self.reports.is_some() || !self.to_report.is_empty() {
+            return false;
+        }
+        if self.worker == 0 {
+            if self.finished_workers < self.peers || !self.completing.is_empty() {
+                return false;
+            }
+            self.announce = None;
+        } else {
+            self.announce = None;
+        }
+        true
+    }
+}
+
+/// Stores `completed` announcements into a worker's snapshots.
+pub(crate) fn note_completed(snapshots: &SharedSnapshots, c: u64) {
+    let mut s = snapshots.borrow_mut();
+    s.completed = s.completed.max(c);
+}
