@@ -420,6 +420,30 @@ fn minute_string(ms: i64) -> String {
     String::from_utf8(buf[11..16].to_vec()).expect("a formatted timestamp is ASCII")
 }
 
+/// A fast hasher for integer ids (the Fx hash): maps and sets of ids need no DoS resistance.
+#[derive(Default)]
+pub(crate) struct IdHasher(u64);
+
+impl std::hash::Hasher for IdHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+    fn write_i64(&mut self, v: i64) {
+        self.write_u64(v as u64);
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+/// Builds [`IdHasher`]s.
+pub(crate) type IdBuildHasher = std::hash::BuildHasherDefault<IdHasher>;
+
 /// Milliseconds of a `Duration`, as event-time arithmetic needs them.
 fn ms(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)

@@ -2,12 +2,14 @@
 //! and the helper that turns a per-key aggregate into a changelog.
 
 use std::collections::HashSet;
-use std::hash::{BuildHasherDefault, Hash, Hasher};
+use std::hash::Hash;
 use std::sync::Arc;
 
 use spate_dataflow::{DataStream, KeyedProcessFunction, ProcessContext, TimeDomain, Timestamp};
 
-use super::{bids, day_string, minute_string, with_event_time, Change, Cols, Row, RowKind};
+use super::{
+    bids, day_string, minute_string, with_event_time, Change, Cols, IdBuildHasher, Row, RowKind,
+};
 use crate::model::{Bid, Event};
 
 /// A per-key aggregate whose result rows change as records arrive.
@@ -137,28 +139,7 @@ fn day_of(ms: i64) -> i64 {
     ms.div_euclid(86_400_000)
 }
 
-/// A fast hasher for integer ids (the Fx hash): sets of ids need no DoS resistance.
-#[derive(Default)]
-struct IdHasher(u64);
-
-impl Hasher for IdHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.write_u64(u64::from(b));
-        }
-    }
-    fn write_u64(&mut self, v: u64) {
-        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-    fn write_i64(&mut self, v: i64) {
-        self.write_u64(v as u64);
-    }
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
-type IdSet = HashSet<i64, BuildHasherDefault<IdHasher>>;
+type IdSet = HashSet<i64, IdBuildHasher>;
 
 /// Counts of bids, distinct bidders and distinct auctions, in total and per price range.
 #[derive(Default, serde::Serialize, serde::Deserialize)]

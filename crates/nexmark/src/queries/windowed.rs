@@ -5,7 +5,7 @@
 //! ends (Flink SQL's sliced window aggregation); their second stage, over a few partial
 //! results per window, and q8, q11 and q12 use the window API.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,7 +15,7 @@ use spate_dataflow::{
     TumblingEventTimeWindows, TumblingProcessingTimeWindows, Window, MAX_WATERMARK,
 };
 
-use super::{ms, with_event_time, Cols, Row};
+use super::{ms, with_event_time, Cols, IdBuildHasher, Row};
 use crate::model::Event;
 
 /// q5's row: a hot auction and its number of bids in the window.
@@ -63,21 +63,28 @@ struct AuctionCount {
     count: i64,
 }
 
-/// Counts each auction's bids per sliding window. Each bid adds one to its `slide`-long slice;
-/// a window's count, at its end, is the sum of its `size / slide` slices. Elements whose
-/// windows have all fired are late and dropped, as Flink's window aggregation does.
+/// q5's first stage spreads auctions over this many keys.
+const HOT_BUCKETS: i64 = 256;
+
+/// Bids per auction.
+type Counts = HashMap<i64, i64, IdBuildHasher>;
+
+/// Counts the bids per auction and sliding window, for the auctions of one key (a bucket).
+/// Each bid adds one to its auction in its `slide`-long slice; at a window's end, the counts
+/// of its `size / slide` slices are summed. Elements whose windows have all fired are late
+/// and dropped, as Flink's window aggregation does.
 struct SlicedCount {
     size: i64,
     slide: i64,
 }
 
 impl KeyedProcessFunction<i64, i64, AuctionCount> for SlicedCount {
-    /// The auction's slices: (start, count), in time order.
-    type State = VecDeque<(i64, i64)>;
+    /// The bucket's slices: (start, bids per auction), in time order.
+    type State = VecDeque<(i64, Counts)>;
 
     fn process_element(
         &self,
-        _auction: i64,
+        auction: i64,
         ctx: &mut ProcessContext<'_, i64, Self::State, AuctionCount>,
     ) {
         let ts = ctx.timestamp();
@@ -88,30 +95,23 @@ impl KeyedProcessFunction<i64, i64, AuctionCount> for SlicedCount {
             return;
         }
         let slices = ctx.state().get_or_insert_with(VecDeque::new);
-        let new = match slices.back_mut() {
-            Some((start, n)) if *start == slice => {
-                *n += 1;
-                false
-            }
-            Some((start, _)) if *start < slice => {
-                slices.push_back((slice, 1));
-                true
-            }
-            None => {
-                slices.push_back((slice, 1));
-                true
-            }
-            Some(_) => match slices.binary_search_by_key(&slice, |s| s.0) {
-                Ok(i) => {
-                    slices[i].1 += 1;
-                    false
+        let (i, new) = match slices.back() {
+            Some((start, _)) if *start == slice => (slices.len() - 1, false),
+            Some((start, _)) if *start > slice => {
+                match slices.binary_search_by_key(&slice, |s| s.0) {
+                    Ok(i) => (i, false),
+                    Err(i) => {
+                        slices.insert(i, (slice, Counts::default()));
+                        (i, true)
+                    }
                 }
-                Err(i) => {
-                    slices.insert(i, (slice, 1));
-                    true
-                }
-            },
+            }
+            _ => {
+                slices.push_back((slice, Counts::default()));
+                (slices.len() - 1, true)
+            }
         };
+        *slices[i].1.entry(auction).or_insert(0) += 1;
         if new {
             // The windows that contain the slice end at slice + slide, ..., slice + size.
             let mut end = slice + self.slide;
@@ -130,17 +130,17 @@ impl KeyedProcessFunction<i64, i64, AuctionCount> for SlicedCount {
         _domain: TimeDomain,
         ctx: &mut ProcessContext<'_, i64, Self::State, AuctionCount>,
     ) {
-        let auction = *ctx.key();
         let end = timestamp + 1;
         let start = end - self.size;
         let Some(slices) = ctx.state().as_mut() else {
             return;
         };
-        let count: i64 = slices
-            .iter()
-            .filter(|(s, _)| (start..end).contains(s))
-            .map(|(_, n)| n)
-            .sum();
+        let mut sums = Counts::default();
+        for (_, counts) in slices.iter().filter(|(s, _)| (start..end).contains(s)) {
+            for (&auction, &n) in counts {
+                *sums.entry(auction).or_insert(0) += n;
+            }
+        }
         // Slices before the next window's start are in no later window.
         while slices.front().is_some_and(|(s, _)| *s < start + self.slide) {
             slices.pop_front();
@@ -148,7 +148,7 @@ impl KeyedProcessFunction<i64, i64, AuctionCount> for SlicedCount {
         if slices.is_empty() {
             *ctx.state() = None;
         }
-        if count > 0 {
+        for (auction, count) in sums {
             ctx.collect(AuctionCount {
                 window_end: end,
                 auction,
@@ -208,7 +208,7 @@ pub fn q5(events: &DataStream<Event>) -> DataStream<HotItemRow> {
             _ => None,
         })
         .name("q5.auction")
-        .key_by(|&auction| auction)
+        .key_by(|&auction| auction.rem_euclid(HOT_BUCKETS))
         .process(SlicedCount { size, slide })
         .name("q5.count")
         // Counts carry their window's max timestamp, so each lands in the 2 s tumbling window
