@@ -49,6 +49,8 @@ pub(crate) struct CheckpointRuntime {
     restored: Option<Checkpoint>,
     info: CheckpointInfo,
     local_workers: usize,
+    /// Whether global worker 0, which writes manifests, lives in this process.
+    hosts_coordinator: bool,
     writers: Mutex<HashMap<u64, CheckpointWriter>>,
     submitted: Mutex<HashMap<u64, usize>>,
     policy: Mutex<TolerableFailures>,
@@ -111,6 +113,7 @@ impl CheckpointRuntime {
             restored,
             info,
             local_workers: config.workers,
+            hosts_coordinator: config.process_index.unwrap_or(0) == 0,
             writers: Mutex::new(HashMap::new()),
             submitted: Mutex::new(HashMap::new()),
             policy: Mutex::new(TolerableFailures::new(config.tolerable_checkpoint_failures)),
@@ -324,7 +327,7 @@ impl WorkerCheckpointer {
                     let files = writer.durable_files();
                     self.to_report.swap_remove(i);
                     self.send(Report::Durable { c, files });
-                    if self.worker != 0 {
+                    if !self.rt.hosts_coordinator {
                         // Worker 0's process keeps its writer to write the manifest.
                         self.rt.forget(c);
                     }

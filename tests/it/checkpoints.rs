@@ -1,0 +1,187 @@
+//! Exactly-once through failures: a windowed job that fails mid-way and is restored from its
+//! latest checkpoint (on the same or another number of workers) writes, in the end, exactly
+//! what a failure-free run writes.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use spate::dataflow::{AggregateFunction, TimeWindow, TumblingEventTimeWindows, WindowContext};
+use spate::prelude::*;
+use spate::types::{
+    Source, SourceContext, SourceOutput, SourceReader, SourceStatus, SplitPosition,
+};
+
+const EVENTS: u64 = 60_000;
+
+/// A sequence source that fails the job once `fail_after` records have been read in total.
+struct Flaky {
+    inner: SequenceSource,
+    read: Arc<AtomicU64>,
+    fail_after: u64,
+}
+
+struct FlakyReader {
+    inner: Box<dyn SourceReader<u64>>,
+    read: Arc<AtomicU64>,
+    fail_after: u64,
+}
+
+impl Source<u64> for Flaky {
+    fn name(&self) -> String {
+        "flaky".into()
+    }
+    fn is_bounded(&self) -> bool {
+        true
+    }
+    fn create_reader(&self, ctx: &SourceContext) -> SpateResult<Box<dyn SourceReader<u64>>> {
+        Ok(Box::new(FlakyReader {
+            inner: self.inner.create_reader(ctx)?,
+            read: Arc::clone(&self.read),
+            fail_after: self.fail_after,
+        }))
+    }
+}
+
+impl SourceReader<u64> for FlakyReader {
+    fn poll(&mut self, out: &mut SourceOutput<'_, u64>, max: usize) -> SpateResult<SourceStatus> {
+        let before = out.len();
+        let status = self.inner.poll(out, max.min(500))?;
+        let n = self
+            .read
+            .fetch_add((out.len() - before) as u64, Ordering::SeqCst);
+        if n >= self.fail_after {
+            return Err(SpateError::Job("injected failure".into()));
+        }
+        Ok(status)
+    }
+    fn snapshot(&self) -> Option<Vec<SplitPosition>> {
+        self.inner.snapshot()
+    }
+    fn restore(&mut self, positions: &[SplitPosition]) -> SpateResult<()> {
+        self.inner.restore(positions)
+    }
+}
+
+struct Count;
+
+impl AggregateFunction<u64> for Count {
+    type Acc = (u64, u64);
+    type Out = (u64, u64);
+    fn create_accumulator(&self) -> (u64, u64) {
+        (0, 0)
+    }
+    fn add(&self, v: &u64, acc: &mut (u64, u64)) {
+        acc.0 += 1;
+        acc.1 += v;
+    }
+    fn get_result(&self, acc: &(u64, u64)) -> (u64, u64) {
+        *acc
+    }
+    fn merge(&self, a: (u64, u64), b: (u64, u64)) -> (u64, u64) {
+        (a.0 + b.0, a.1 + b.1)
+    }
+}
+
+/// Windows of 1 s of "event time" (one event per ms) per key `v % 7`: count and sum.
+fn run(
+    out: &Path,
+    workers: usize,
+    checkpoints: Option<(&Path, bool)>,
+    fail_after: u64,
+) -> SpateResult<JobResult> {
+    let mut config = JobConfig::local(workers);
+    if let Some((dir, restore)) = checkpoints {
+        config.checkpoint_interval = Some(Duration::from_millis(100));
+        config.checkpoint_dir = Some(dir.display().to_string());
+        config.restore = restore.then(|| "latest".to_string());
+    }
+    let env = StreamEnv::new(config);
+    let source = Flaky {
+        // Paced so that several checkpoints complete before the failure.
+        inner: SequenceSource::new(0, Some(EVENTS)).rate(60_000.0),
+        read: Arc::new(AtomicU64::new(0)),
+        fail_after,
+    };
+    env.from_source(source)
+        .assign_timestamps_and_watermarks(
+            WatermarkStrategy::for_bounded_out_of_orderness(Duration::from_millis(50))
+                .with_timestamp_assigner(|v: &u64, _| *v as i64),
+        )
+        .key_by(|v: &u64| v % 7)
+        .window(TumblingEventTimeWindows::of(Duration::from_secs(1)))
+        .aggregate_with(
+            Count,
+            |k: &u64,
+             w: &WindowContext<'_, TimeWindow>,
+             (n, sum): (u64, u64),
+             out: &mut Vec<(u64, i64, u64, u64)>| {
+                out.push((*k, w.window.start, n, sum))
+            },
+        )
+        .write_jsonl(out);
+    env.execute("checkpointed windows")
+}
+
+/// The rows of every visible part file, sorted.
+fn rows(dir: &Path) -> Vec<String> {
+    let mut rows: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
+        .flat_map(|e| {
+            std::fs::read_to_string(e.path())
+                .unwrap()
+                .lines()
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    rows.sort();
+    rows
+}
+
+fn recover(before: usize, after: usize) {
+    let tmp = tempfile::tempdir().unwrap();
+    let (expected_dir, out, ckpt) = (
+        tmp.path().join("e"),
+        tmp.path().join("o"),
+        tmp.path().join("c"),
+    );
+    run(&expected_dir, 1, None, u64::MAX).unwrap();
+    let expected = rows(&expected_dir);
+    assert_eq!(expected.len(), 7 * 60, "7 keys × 60 windows");
+
+    let failed = run(&out, before, Some((&ckpt, false)), EVENTS / 2);
+    assert!(failed.is_err(), "the first run fails");
+    let partial = rows(&out);
+    assert!(partial.len() < expected.len());
+    let result = run(&out, after, Some((&ckpt, true)), u64::MAX).unwrap();
+    assert_eq!(
+        rows(&out),
+        expected,
+        "{before} -> {after} workers: nothing lost, nothing twice"
+    );
+    assert!(
+        result
+            .metrics
+            .get("checkpoints.numberOfCompletedCheckpoints")
+            .copied()
+            .unwrap_or(0)
+            >= 1,
+        "{:?}",
+        result.metrics
+    );
+}
+
+#[test]
+fn a_failed_job_restored_from_its_checkpoint_writes_exactly_the_failure_free_output() {
+    recover(2, 2);
+}
+
+#[test]
+fn a_restore_on_another_number_of_workers_moves_whole_key_groups() {
+    recover(2, 3);
+    recover(3, 1);
+}
