@@ -185,3 +185,108 @@ fn a_restore_on_another_number_of_workers_moves_whole_key_groups() {
     recover(2, 3);
     recover(3, 1);
 }
+
+#[test]
+fn a_job_restarts_in_place_after_a_failure_a_restart_can_cure() {
+    // The source fails once with an outside error (not bad input): the job restarts from its
+    // latest checkpoint by itself and ends with the failure-free output.
+    let tmp = tempfile::tempdir().unwrap();
+    let (expected_dir, out, ckpt) = (
+        tmp.path().join("e"),
+        tmp.path().join("o"),
+        tmp.path().join("c"),
+    );
+    run(&expected_dir, 1, None, u64::MAX).unwrap();
+    let mut config = JobConfig::local(2);
+    config.checkpoint_interval = Some(Duration::from_millis(100));
+    config.checkpoint_dir = Some(ckpt.display().to_string());
+    config.restart_strategy = spate::dataflow::RestartStrategy::FixedDelay {
+        attempts: 3,
+        delay: Duration::from_millis(10),
+    };
+    let env = StreamEnv::new(config);
+    let failed_once = Arc::new(AtomicU64::new(0));
+    let flag = Arc::clone(&failed_once);
+    env.from_source(SequenceSource::new(0, Some(EVENTS)).rate(60_000.0))
+        .map(move |v: u64| {
+            // An outside failure, once, in the middle of the run.
+            if v == EVENTS / 2 && flag.fetch_add(1, Ordering::SeqCst) == 0 {
+                FAIL.store(true, Ordering::SeqCst);
+            }
+            v
+        })
+        .assign_timestamps_and_watermarks(
+            WatermarkStrategy::for_bounded_out_of_orderness(Duration::from_millis(50))
+                .with_timestamp_assigner(|v: &u64, _| *v as i64),
+        )
+        .key_by(|v: &u64| v % 7)
+        .window(TumblingEventTimeWindows::of(Duration::from_secs(1)))
+        .aggregate_with(
+            Count,
+            |k: &u64,
+             w: &WindowContext<'_, TimeWindow>,
+             (n, sum): (u64, u64),
+             out: &mut Vec<(u64, i64, u64, u64)>| {
+                out.push((*k, w.window.start, n, sum))
+            },
+        )
+        .sink_to(FailingSink::new(&out));
+    let result = env.execute("restarts in place").unwrap();
+    assert_eq!(result.metrics.get("fullRestarts"), Some(&1));
+    assert_eq!(rows(&out), rows(&expected_dir));
+}
+
+static FAIL: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// A file sink whose writer fails with an I/O error when `FAIL` is raised (once).
+struct FailingSink(FileSink<(u64, i64, u64, u64)>);
+
+impl FailingSink {
+    fn new(dir: &Path) -> Self {
+        FailingSink(FileSink::json_lines(dir))
+    }
+}
+
+struct FailingWriter(Box<dyn spate::types::SinkWriter<(u64, i64, u64, u64)>>);
+
+impl spate::types::Sink<(u64, i64, u64, u64)> for FailingSink {
+    fn name(&self) -> String {
+        self.0.name()
+    }
+    fn create_writer(
+        &self,
+        ctx: &spate::types::SinkContext,
+    ) -> SpateResult<Box<dyn spate::types::SinkWriter<(u64, i64, u64, u64)>>> {
+        Ok(Box::new(FailingWriter(self.0.create_writer(ctx)?)))
+    }
+}
+
+impl spate::types::SinkWriter<(u64, i64, u64, u64)> for FailingWriter {
+    fn write_batch(&mut self, records: &mut Vec<(u64, i64, u64, u64)>) -> SpateResult<()> {
+        if FAIL.swap(false, Ordering::SeqCst) {
+            return Err(SpateError::Execution("injected I/O failure".into()));
+        }
+        self.0.write_batch(records)
+    }
+    fn tick(&mut self, now: std::time::Instant) -> SpateResult<()> {
+        if FAIL.swap(false, Ordering::SeqCst) {
+            return Err(SpateError::Execution("injected I/O failure".into()));
+        }
+        self.0.tick(now)
+    }
+    fn close(&mut self) -> SpateResult<()> {
+        self.0.close()
+    }
+    fn pre_commit(&mut self, c: u64) -> SpateResult<Vec<u8>> {
+        self.0.pre_commit(c)
+    }
+    fn commit(&mut self, c: u64) -> SpateResult<()> {
+        self.0.commit(c)
+    }
+    fn restore(&mut self, states: &[Vec<u8>]) -> SpateResult<()> {
+        self.0.restore(states)
+    }
+    fn exactly_once(&self) -> bool {
+        true
+    }
+}

@@ -18,10 +18,67 @@ use std::time::Duration;
 
 use spate_types::{SpateError, SpateResult};
 
-use crate::config::{JobConfig, ENV_ADDRESSES, ENV_PROCESS_INDEX};
+use crate::config::{
+    JobConfig, RestartStrategy, ENV_ADDRESSES, ENV_PROCESS_INDEX, ENV_RESTORE, ENV_SUPERVISED,
+};
 
-/// Starts the job's processes and waits for all of them.
-pub(crate) fn supervise(config: &JobConfig) -> SpateResult<()> {
+/// Runs the job's processes until they all succeed; with checkpoints, restarts the whole job
+/// from its latest completed checkpoint when one dies, as the restart strategy allows.
+/// Returns the number of restarts (`fullRestarts`).
+pub(crate) fn supervise(config: &JobConfig) -> SpateResult<u64> {
+    let mut restarts = 0u64;
+    let mut backoff = Backoff::new(&config.restart_strategy);
+    // The newest checkpoint id before this job began: a restart restores `latest` only once the
+    // job has completed a checkpoint of its own; until then it restores what the first launch
+    // restored (or nothing).
+    let storage = match config.checkpoint_dir.as_deref() {
+        Some(dir) => Some(spate_checkpoint::CheckpointStorage::open(
+            dir,
+            spate_checkpoint::CheckpointConfig::default(),
+        )?),
+        None => None,
+    };
+    let launch_base = match &storage {
+        Some(s) => s.next_id()?.saturating_sub(1),
+        None => 0,
+    };
+    let mut restore = config.restore.clone();
+    loop {
+        let started = std::time::Instant::now();
+        let failure = match run_once(config, restore.as_deref())? {
+            None => return Ok(restarts),
+            Some(failure) => failure,
+        };
+        let Some(storage) = &storage else {
+            return Err(failure);
+        };
+        if crate::execute::STOP_REQUESTED.load(Ordering::Relaxed) {
+            return Err(failure);
+        }
+        let Some(delay) = backoff.next(started.elapsed()) else {
+            return Err(SpateError::Execution(format!(
+                "{failure}; the restart strategy allows no more restarts after {restarts}"
+            )));
+        };
+        restarts += 1;
+        tracing::warn!(%failure, restart = restarts, ?delay, "restarting the job from its latest checkpoint");
+        std::thread::sleep(delay);
+        let newest = storage
+            .list()?
+            .iter()
+            .filter(|c| c.manifest.is_some())
+            .map(|c| c.id)
+            .max()
+            .unwrap_or(0);
+        if newest > launch_base {
+            restore = Some("latest".to_owned());
+        }
+    }
+}
+
+/// Launches the processes once; `Ok(None)` when all succeed, `Ok(Some(error))` when one fails
+/// (the others are killed).
+fn run_once(config: &JobConfig, restore: Option<&str>) -> SpateResult<Option<SpateError>> {
     let addresses = if config.addresses.is_empty() {
         free_local_addresses(config.processes)?
     } else {
@@ -33,12 +90,17 @@ pub(crate) fn supervise(config: &JobConfig) -> SpateResult<()> {
     let args: Vec<_> = std::env::args_os().skip(1).collect();
     let mut children: Vec<Option<Child>> = Vec::with_capacity(config.processes);
     for index in 0..config.processes {
-        let child = Command::new(&exe)
+        let mut command = Command::new(&exe);
+        command
             .args(&args)
-            .env(ENV_PROCESS_INDEX, index.to_string())
-            .env(ENV_ADDRESSES, addresses.join(","))
-            .spawn();
-        match child {
+            .env(ENV_SUPERVISED, "1")
+            .env(ENV_RESTORE, restore.unwrap_or("none"));
+        if config.processes > 1 {
+            command
+                .env(ENV_PROCESS_INDEX, index.to_string())
+                .env(ENV_ADDRESSES, addresses.join(","));
+        }
+        match command.spawn() {
             Ok(child) => children.push(Some(child)),
             Err(e) => {
                 kill_all(&mut children);
@@ -67,10 +129,10 @@ pub(crate) fn supervise(config: &JobConfig) -> SpateResult<()> {
                 Ok(Some(status)) => {
                     children[index] = None;
                     kill_all(&mut children);
-                    return Err(SpateError::Execution(format!(
+                    return Ok(Some(SpateError::Execution(format!(
                         "process {index} of {} exited with {status}; stopped the others",
                         config.processes
-                    )));
+                    ))));
                 }
                 Err(e) => {
                     kill_all(&mut children);
@@ -82,9 +144,112 @@ pub(crate) fn supervise(config: &JobConfig) -> SpateResult<()> {
             }
         }
         if running == 0 {
-            return Ok(());
+            return Ok(None);
         }
         std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The delays of a restart strategy.
+pub(crate) struct Backoff {
+    strategy: RestartStrategy,
+    attempts: u32,
+    current: Option<Duration>,
+    failures: Vec<std::time::Instant>,
+}
+
+impl Backoff {
+    pub(crate) fn new(strategy: &RestartStrategy) -> Self {
+        Backoff {
+            strategy: strategy.clone(),
+            attempts: 0,
+            current: None,
+            failures: Vec::new(),
+        }
+    }
+
+    /// The wait before the next restart after a run of `ran`, or `None` for no more restarts.
+    pub(crate) fn next(&mut self, ran: Duration) -> Option<Duration> {
+        self.attempts += 1;
+        match &self.strategy {
+            RestartStrategy::None => None,
+            RestartStrategy::FixedDelay { attempts, delay } => {
+                (self.attempts <= *attempts).then_some(*delay)
+            }
+            RestartStrategy::ExponentialDelay {
+                initial,
+                max,
+                multiplier,
+                reset_after,
+            } => {
+                let next = match self.current {
+                    Some(d) if ran < *reset_after => d.mul_f64(*multiplier).min(*max),
+                    _ => *initial,
+                };
+                self.current = Some(next);
+                Some(next)
+            }
+            RestartStrategy::FailureRate {
+                max_failures,
+                interval,
+                delay,
+            } => {
+                let now = std::time::Instant::now();
+                self.failures.retain(|t| now.duration_since(*t) < *interval);
+                self.failures.push(now);
+                (self.failures.len() as u32 <= *max_failures).then_some(*delay)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn restart_strategies_give_flinks_delays() {
+        let ms = Duration::from_millis;
+        let mut b = Backoff::new(&RestartStrategy::None);
+        assert_eq!(b.next(ms(1)), None);
+        let mut b = Backoff::new(&RestartStrategy::FixedDelay {
+            attempts: 2,
+            delay: ms(5),
+        });
+        assert_eq!(
+            (b.next(ms(1)), b.next(ms(1)), b.next(ms(1))),
+            (Some(ms(5)), Some(ms(5)), None)
+        );
+        let mut b = Backoff::new(&RestartStrategy::ExponentialDelay {
+            initial: ms(100),
+            max: ms(300),
+            multiplier: 2.0,
+            reset_after: ms(1000),
+        });
+        let delays: Vec<_> = (0..4).map(|_| b.next(ms(10)).unwrap()).collect();
+        assert_eq!(delays, [ms(100), ms(200), ms(300), ms(300)]);
+        assert_eq!(
+            b.next(ms(5000)),
+            Some(ms(100)),
+            "a long healthy run resets the backoff"
+        );
+        let mut b = Backoff::new(&RestartStrategy::FailureRate {
+            max_failures: 2,
+            interval: Duration::from_secs(60),
+            delay: ms(1),
+        });
+        assert_eq!(
+            (b.next(ms(1)), b.next(ms(1)), b.next(ms(1))),
+            (Some(ms(1)), Some(ms(1)), None)
+        );
+        assert_eq!(
+            "fixed-delay:3:10".parse::<RestartStrategy>().unwrap(),
+            RestartStrategy::FixedDelay {
+                attempts: 3,
+                delay: ms(10)
+            }
+        );
+        assert!("sometimes".parse::<RestartStrategy>().is_err());
     }
 }
 

@@ -43,6 +43,100 @@ pub struct JobConfig {
     /// What to restore at start: `"latest"` (the newest complete checkpoint in
     /// `checkpoint_dir`), a checkpoint or savepoint location, or `None` to start empty.
     pub restore: Option<String>,
+    /// How the supervisor restarts a checkpointed job whose process died.
+    pub restart_strategy: RestartStrategy,
+    /// Set in a process the supervisor started: it runs workers and never supervises.
+    pub supervised: bool,
+    /// Runs even a one-process checkpointed job as a child of a supervisor, which restarts it
+    /// when the process dies (kill -9, out of memory). The `spate` CLI sets this; embedded
+    /// jobs restart failed runs in place instead.
+    pub supervise_single_process: bool,
+}
+
+/// How a failed job is restarted from its latest checkpoint (Flink's restart strategies).
+#[derive(Debug, Clone, PartialEq)]
+pub enum RestartStrategy {
+    /// Never: the first failure fails the job.
+    None,
+    /// Up to `attempts` restarts, `delay` apart.
+    FixedDelay {
+        /// Restarts allowed.
+        attempts: u32,
+        /// Wait before each restart.
+        delay: Duration,
+    },
+    /// Restarts with a delay that grows by `multiplier` from `initial` up to `max`, and
+    /// falls back to `initial` after `reset_after` without failure (Flink's default).
+    ExponentialDelay {
+        /// The first delay.
+        initial: Duration,
+        /// The largest delay.
+        max: Duration,
+        /// Growth per failure.
+        multiplier: f64,
+        /// A run this long without failure resets the delay.
+        reset_after: Duration,
+    },
+    /// Restarts unless more than `max_failures` happen within `interval`.
+    FailureRate {
+        /// Failures tolerated per interval.
+        max_failures: u32,
+        /// The measuring interval.
+        interval: Duration,
+        /// Wait before each restart.
+        delay: Duration,
+    },
+}
+
+impl Default for RestartStrategy {
+    fn default() -> Self {
+        RestartStrategy::ExponentialDelay {
+            initial: Duration::from_secs(1),
+            max: Duration::from_secs(60),
+            multiplier: 1.5,
+            reset_after: Duration::from_secs(3600),
+        }
+    }
+}
+
+impl std::str::FromStr for RestartStrategy {
+    type Err = SpateError;
+
+    /// `none`, `fixed-delay:ATTEMPTS:DELAY_MS`, `exponential-delay[:INITIAL_MS:MAX_MS]`,
+    /// `failure-rate:MAX_FAILURES:INTERVAL_MS:DELAY_MS`.
+    fn from_str(s: &str) -> Result<Self, SpateError> {
+        let parts: Vec<&str> = s.split(':').collect();
+        let bad = || {
+            SpateError::Config(format!(
+                "restart strategy `{s}`: expected none, fixed-delay:ATTEMPTS:DELAY_MS, \
+                 exponential-delay[:INITIAL_MS:MAX_MS] or failure-rate:MAX:INTERVAL_MS:DELAY_MS"
+            ))
+        };
+        let num = |i: usize| -> Result<u64, SpateError> {
+            parts.get(i).and_then(|p| p.parse().ok()).ok_or_else(bad)
+        };
+        let ms = |i: usize| num(i).map(Duration::from_millis);
+        match (parts[0], parts.len()) {
+            ("none", 1) => Ok(RestartStrategy::None),
+            ("fixed-delay", 3) => Ok(RestartStrategy::FixedDelay {
+                attempts: num(1)? as u32,
+                delay: ms(2)?,
+            }),
+            ("exponential-delay", 1) => Ok(RestartStrategy::default()),
+            ("exponential-delay", 3) => Ok(RestartStrategy::ExponentialDelay {
+                initial: ms(1)?,
+                max: ms(2)?,
+                multiplier: 1.5,
+                reset_after: Duration::from_secs(3600),
+            }),
+            ("failure-rate", 4) => Ok(RestartStrategy::FailureRate {
+                max_failures: num(1)? as u32,
+                interval: ms(2)?,
+                delay: ms(3)?,
+            }),
+            _ => Err(bad()),
+        }
+    }
 }
 
 impl Default for JobConfig {
@@ -63,6 +157,9 @@ impl Default for JobConfig {
             checkpoints_retained: 3,
             tolerable_checkpoint_failures: 0,
             restore: None,
+            restart_strategy: RestartStrategy::default(),
+            supervised: false,
+            supervise_single_process: false,
         }
     }
 }
@@ -70,6 +167,9 @@ impl Default for JobConfig {
 /// Environment variables through which a supervisor tells a child process its place.
 pub(crate) const ENV_PROCESS_INDEX: &str = "SPATE_PROCESS_INDEX";
 pub(crate) const ENV_ADDRESSES: &str = "SPATE_ADDRESSES";
+pub(crate) const ENV_SUPERVISED: &str = "SPATE_SUPERVISED";
+/// What a restarted process restores: `latest`, a location, or `none`.
+pub(crate) const ENV_RESTORE: &str = "SPATE_RESTORE";
 
 impl JobConfig {
     /// A configuration with `workers` threads in one process.
@@ -152,6 +252,21 @@ impl JobConfig {
             self.addresses = addresses.split(',').map(str::to_owned).collect();
             self.processes = self.addresses.len();
         }
+        if std::env::var_os(ENV_SUPERVISED).is_some() {
+            self.supervised = true;
+        }
+        if let Ok(restore) = std::env::var(ENV_RESTORE) {
+            self.restore = (restore != "none").then_some(restore);
+        }
         Ok(())
+    }
+
+    /// Whether `execute` in this process supervises others (and restarts them) rather than
+    /// running workers.
+    pub(crate) fn supervises(&self) -> bool {
+        !self.supervised
+            && self.process_index.is_none()
+            && (self.processes > 1
+                || (self.checkpoint_dir.is_some() && self.supervise_single_process))
     }
 }

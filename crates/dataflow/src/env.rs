@@ -180,28 +180,79 @@ impl StreamEnv {
         config.validate()?;
         install_signal_handler();
         let start = Instant::now();
-        if config.processes > 1 && config.process_index.is_none() {
-            cluster::supervise(&config)?;
+        if config.supervises() {
+            let restarts = cluster::supervise(&config)?;
             return Ok(JobResult {
                 role: Role::Supervisor,
                 elapsed: start.elapsed(),
                 totals: BTreeMap::new(),
-                metrics: BTreeMap::new(),
+                metrics: BTreeMap::from([("fullRestarts".to_owned(), restarts)]),
             });
         }
-        let role = match config.process_index {
-            None => Role::Single,
-            Some(0) => Role::Leader,
-            Some(_) => Role::Follower,
-        };
         let plan = Arc::new(self.plan.borrow().clone());
         if plan.nodes.is_empty() {
             return Err(SpateError::Job(
                 "the job has no operators: add a source".into(),
             ));
         }
-        let mut job = JobShared::new(config, Arc::clone(&self.stop), Arc::clone(&self.progress));
+        // A process that nobody supervises restarts a checkpointed job in place: a failure that
+        // a restart may cure (storage, network, a bug; not bad input or configuration) runs the
+        // job again from its latest completed checkpoint, as the restart strategy allows.
+        let mut backoff = cluster::Backoff::new(&config.restart_strategy);
+        let mut restarts = 0u64;
+        loop {
+            let started = Instant::now();
+            let mut runtime_opened = false;
+            let result = self.run_in_process(&config, &plan, job_name, start, &mut runtime_opened);
+            let error = match result {
+                Ok(mut r) => {
+                    r.metrics.insert("fullRestarts".to_owned(), restarts);
+                    return Ok(r);
+                }
+                Err(e) => e,
+            };
+            let retryable = runtime_opened
+                && config.checkpoint_dir.is_some()
+                && error.domain() != spate_types::ErrorDomain::User
+                && !crate::execute::STOP_REQUESTED.load(std::sync::atomic::Ordering::Relaxed)
+                && !self.stop.load(std::sync::atomic::Ordering::Relaxed);
+            if !retryable {
+                return Err(error);
+            }
+            let Some(delay) = backoff.next(started.elapsed()) else {
+                return Err(SpateError::Execution(format!(
+                    "{error}; the restart strategy allows no more restarts after {restarts}"
+                )));
+            };
+            restarts += 1;
+            tracing::warn!(%error, restart = restarts, ?delay, "restarting the job from its latest checkpoint");
+            std::thread::sleep(delay);
+            config.restore = Some("latest".to_owned());
+        }
+    }
+
+    /// Runs the job's workers in this process once.
+    fn run_in_process(
+        &self,
+        config: &JobConfig,
+        plan: &Arc<Plan>,
+        job_name: &str,
+        start: Instant,
+        runtime_opened: &mut bool,
+    ) -> SpateResult<JobResult> {
+        let role = match config.process_index {
+            None => Role::Single,
+            Some(0) => Role::Leader,
+            Some(_) => Role::Follower,
+        };
+        let plan = Arc::clone(plan);
+        let mut job = JobShared::new(
+            config.clone(),
+            Arc::clone(&self.stop),
+            Arc::clone(&self.progress),
+        );
         job.checkpoints = CheckpointRuntime::open(&job.config, &job.metrics)?;
+        *runtime_opened = true;
         let shared = Arc::new(job);
         let worker_shared = Arc::clone(&shared);
         let name = job_name.to_owned();

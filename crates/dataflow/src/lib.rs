@@ -41,7 +41,7 @@ pub mod stream;
 pub mod time;
 pub mod window;
 
-pub use config::JobConfig;
+pub use config::{JobConfig, RestartStrategy};
 pub use connected::{ConnectedKeyedStreams, ConnectedStreams};
 pub use env::{JobResult, Role, StopHandle, StreamEnv};
 pub use execute::{request_stop, Progress};
