@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
-use spate_connectors::{DiscardSink, JsonLinesSource, SingleFileSink};
+use spate_connectors::{DiscardSink, FileSink, JsonLinesSource, SingleFileSink};
 use spate_dataflow::{DataStream, JobConfig, StreamEnv};
 use spate_nexmark::generator::{GeneratorConfig, NexmarkGenerator};
 use spate_nexmark::model::Event;
@@ -112,6 +112,23 @@ pub struct RunArgs {
     /// Records per epoch and worker (flow control granularity).
     #[arg(long)]
     pub epoch_records: Option<usize>,
+    /// Take exactly-once checkpoints into this directory (or an `s3://`, `gs://`, `az://`
+    /// URL with the `cloud` feature). With it, `--output` names a directory of part files
+    /// that are published only when a checkpoint covering them completes, and a process that
+    /// dies is restarted from the latest checkpoint.
+    #[arg(long)]
+    pub checkpoint_dir: Option<String>,
+    /// How often to checkpoint, such as `1s` or `500ms`.
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    pub checkpoint_interval: std::time::Duration,
+    /// Restart strategy after a failure: `exponential-delay` (the default),
+    /// `exponential-delay:INITIAL_MS:MAX_MS`, `fixed-delay:ATTEMPTS:DELAY_MS`,
+    /// `failure-rate:MAX:INTERVAL_MS:DELAY_MS` or `none`.
+    #[arg(long, default_value = "exponential-delay")]
+    pub restart_strategy: spate_dataflow::RestartStrategy,
+    /// Start from a checkpoint or savepoint: `latest` (in `--checkpoint-dir`) or a location.
+    #[arg(long, requires = "checkpoint_dir")]
+    pub restore: Option<String>,
     #[command(flatten)]
     pub generator: GeneratorArgs,
 }
@@ -163,11 +180,18 @@ fn generate(args: &GenArgs) -> Result<()> {
 /// Attaches the query output: a single JSON-lines file, or a discarding sink.
 struct Output {
     path: Option<PathBuf>,
+    /// Part files published by checkpoints instead of one file.
+    exactly_once: bool,
 }
 
 impl Attach for Output {
     fn attach<R: Row>(&self, rows: DataStream<R>) {
         match &self.path {
+            Some(path) if self.exactly_once => {
+                let encoder = Arc::new(|row: &R, out: &mut Vec<u8>| row.write_line(out));
+                rows.sink_to(FileSink::with_encoder(path.clone(), "jsonl", encoder))
+                    .name("output");
+            }
             Some(path) => {
                 let encoder = Arc::new(|row: &R, out: &mut Vec<u8>| row.write_line(out));
                 rows.sink_to_single(SingleFileSink::with_encoder(path.clone(), encoder))
@@ -184,6 +208,13 @@ fn run_query(args: &RunArgs) -> Result<()> {
     let mut config = JobConfig::local(args.workers).with_processes(args.processes);
     if let Some(n) = args.epoch_records {
         config.epoch_max_records = n;
+    }
+    if let Some(dir) = &args.checkpoint_dir {
+        config.checkpoint_dir = Some(dir.clone());
+        config.checkpoint_interval = Some(args.checkpoint_interval);
+        config.restart_strategy = args.restart_strategy.clone();
+        config.restore = args.restore.clone();
+        config.supervise_single_process = true;
     }
     config.validate()?;
     let env = StreamEnv::new(config);
@@ -216,6 +247,7 @@ fn run_query(args: &RunArgs) -> Result<()> {
         &events,
         &Output {
             path: args.output.clone(),
+            exactly_once: args.checkpoint_dir.is_some(),
         },
     );
 
@@ -273,4 +305,25 @@ fn run_query(args: &RunArgs) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Parses `1s`, `500ms`, `2m` or a plain number of milliseconds.
+fn parse_duration(s: &str) -> std::result::Result<std::time::Duration, String> {
+    let (number, unit) = match s.find(|c: char| !c.is_ascii_digit() && c != '.') {
+        Some(i) => s.split_at(i),
+        None => (s, "ms"),
+    };
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("`{s}` is not a duration such as 1s or 500ms"))?;
+    let ms = match unit {
+        "ms" => value,
+        "s" => value * 1000.0,
+        "m" => value * 60_000.0,
+        _ => return Err(format!("`{s}`: unknown unit `{unit}` (use ms, s or m)")),
+    };
+    if !(ms.is_finite() && ms >= 1.0) {
+        return Err(format!("`{s}` must be at least 1ms"));
+    }
+    Ok(std::time::Duration::from_millis(ms as u64))
 }

@@ -1,6 +1,7 @@
 //! End-to-end tests of the `spate` binary, as a user runs it: Nexmark results against Flink's
 //! golden files, equality across workers and processes, bad input and bad flags.
 
+mod chaos;
 mod cli;
 mod nexmark;
 
