@@ -7,4 +7,5 @@ mod event_time;
 mod flow_control;
 mod joins;
 mod operators;
+mod sensors;
 mod windows;
