@@ -273,7 +273,6 @@ fn area_stats_merge_equals_adding_everything() {
 }
 
 #[test]
-#[ignore = "engine: for_each_stamp reorders one sender's containers of one epoch (module docs)"]
 fn per_sensor_order_survives_large_epochs() {
     // Each sensor is read by one worker, round by round: with per-channel order, every reading
     // of a sensor comes 5 s after the one before it, whatever the epochs.

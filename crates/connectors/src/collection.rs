@@ -74,8 +74,8 @@ struct CollectionReader<T> {
     step: usize,
     emitted: u64,
     total: u64,
-    /// After a restore: item `i` was emitted before iff `i < done_before[i % old_workers]`.
-    done_before: Option<Vec<usize>>,
+    /// After restores: which items earlier runs emitted.
+    done_before: Option<Replayed>,
 }
 
 impl<T: Clone> SourceReader<T> for CollectionReader<T> {
@@ -93,7 +93,7 @@ impl<T: Clone> SourceReader<T> for CollectionReader<T> {
             let replayed = self
                 .done_before
                 .as_ref()
-                .is_some_and(|d| self.next < d[self.next % d.len()]);
+                .is_some_and(|d| d.contains(self.next as u64));
             if !replayed {
                 out.push(item.clone());
                 emitted += 1;
@@ -115,10 +115,12 @@ impl<T: Clone> SourceReader<T> for CollectionReader<T> {
     /// One split per worker: the next item index, and the worker count (so that a restore on
     /// another number of workers knows which items were read).
     fn snapshot(&self) -> Option<Vec<SplitPosition>> {
-        Some(vec![SplitPosition {
-            split: (self.next % self.step) as u64,
-            position: serde_json::json!({ "next": self.next, "workers": self.step }),
-        }])
+        Some(vec![round_robin_position(
+            (self.next % self.step) as u64,
+            self.next as u64,
+            self.step as u64,
+            self.done_before.as_ref(),
+        )])
     }
 
     fn restore(&mut self, positions: &[SplitPosition]) -> SpateResult<()> {
@@ -127,24 +129,68 @@ impl<T: Clone> SourceReader<T> for CollectionReader<T> {
     }
 }
 
-/// Decodes round-robin positions (`{next, workers}` per old worker) into, per old worker, the
-/// first index it had not emitted.
-pub(crate) fn round_robin_restore(positions: &[SplitPosition]) -> SpateResult<Option<Vec<usize>>> {
+/// What earlier runs of a round-robin reader (items `i` read by worker `i % workers`) emitted:
+/// item `i` was emitted iff, in some layer `(workers, next)`, `i < next[i % workers]`. Each
+/// restore adds a layer, so the record stays exact through any sequence of restores on any
+/// numbers of workers.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub(crate) struct Replayed {
+    layers: Vec<(u64, Vec<u64>)>,
+}
+
+impl Replayed {
+    pub(crate) fn contains(&self, i: u64) -> bool {
+        self.layers
+            .iter()
+            .any(|(workers, next)| i < next[(i % workers) as usize])
+    }
+}
+
+/// The position of a round-robin reader: its own cursor, plus what earlier runs emitted.
+pub(crate) fn round_robin_position(
+    worker: u64,
+    next: u64,
+    workers: u64,
+    earlier: Option<&Replayed>,
+) -> SplitPosition {
+    SplitPosition {
+        split: worker,
+        position: serde_json::json!({
+            "next": next,
+            "workers": workers,
+            "earlier": earlier.map(|e| &e.layers),
+        }),
+    }
+}
+
+/// Decodes the positions of every old reader into what they (and the runs before them)
+/// emitted.
+pub(crate) fn round_robin_restore(positions: &[SplitPosition]) -> SpateResult<Option<Replayed>> {
     let Some(first) = positions.first() else {
         return Ok(None);
     };
     let bad = || SpateError::Config("checkpoint: malformed round-robin source position".into());
-    let workers = first.position["workers"].as_u64().ok_or_else(bad)? as usize;
-    let mut done = vec![0usize; workers.max(1)];
+    let workers = first.position["workers"]
+        .as_u64()
+        .filter(|w| *w > 0)
+        .ok_or_else(bad)?;
+    let mut next = vec![0u64; workers as usize];
+    let mut layers: Vec<(u64, Vec<u64>)> = Vec::new();
     for p in positions {
-        let next = p.position["next"].as_u64().ok_or_else(bad)? as usize;
-        let split = p.split as usize;
-        if split >= done.len() {
-            return Err(bad());
+        let n = p.position["next"].as_u64().ok_or_else(bad)?;
+        *next.get_mut(p.split as usize).ok_or_else(bad)? = n;
+        if let Some(earlier) = p.position.get("earlier").filter(|e| !e.is_null()) {
+            let earlier: Vec<(u64, Vec<u64>)> =
+                serde_json::from_value(earlier.clone()).map_err(|_| bad())?;
+            for layer in earlier {
+                if !layers.contains(&layer) {
+                    layers.push(layer);
+                }
+            }
         }
-        done[split] = next;
     }
-    Ok(Some(done))
+    layers.push((workers, next));
+    Ok(Some(Replayed { layers }))
 }
 
 #[cfg(test)]

@@ -66,7 +66,8 @@ impl<T: Data> DataStream<T> {
                         let mut last_record = Instant::now();
                         let mut upstream_ended = false;
                         move |(data, data_frontier), (wms, wm_frontier), output| {
-                            data.for_each_stamp(|c, batches| {
+                            data.for_each(|c, one_batch| {
+ let batches = std::iter::once(one_batch);
                                 let Some(&epoch) = c.least() else { return };
                                 max_epoch = max_epoch.max(epoch);
                                 let mut session = output.session(&c);
@@ -79,7 +80,8 @@ impl<T: Data> DataStream<T> {
                                 }
                                 last_record = Instant::now();
                             });
-                            wms.for_each_stamp(|_c, batches| {
+                            wms.for_each(|_c, one_batch| {
+ let batches = std::iter::once(one_batch);
                                 for batch in batches {
                                     upstream_ended |= batch.iter().any(|m| !m.idle && m.wm == MAX_WATERMARK);
                                     batch.clear();

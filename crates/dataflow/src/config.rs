@@ -43,6 +43,10 @@ pub struct JobConfig {
     /// What to restore at start: `"latest"` (the newest complete checkpoint in
     /// `checkpoint_dir`), a checkpoint or savepoint location, or `None` to start empty.
     pub restore: Option<String>,
+    /// Where to write a savepoint when the job ends (a clean stop or the end of its input):
+    /// the final checkpoint, copied into a self-contained location that retention never
+    /// touches, to restore later with `restore`, on any number of workers.
+    pub savepoint_dir: Option<String>,
     /// How the supervisor restarts a checkpointed job whose process died.
     pub restart_strategy: RestartStrategy,
     /// Set in a process the supervisor started: it runs workers and never supervises.
@@ -157,6 +161,7 @@ impl Default for JobConfig {
             checkpoints_retained: 3,
             tolerable_checkpoint_failures: 0,
             restore: None,
+            savepoint_dir: None,
             restart_strategy: RestartStrategy::default(),
             supervised: false,
             supervise_single_process: false,

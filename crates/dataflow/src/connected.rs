@@ -6,11 +6,11 @@ use std::sync::Arc;
 
 use spate_types::Data;
 use timely::container::CapacityContainerBuilder;
-use timely::dataflow::channels::pact::{Exchange, Pipeline};
+use timely::dataflow::channels::pact::Pipeline;
 use timely::dataflow::operators::Operator;
 
 use crate::execute::BuildCtx;
-use crate::keyed::{key_route, KeyedStates, KeyedStream};
+use crate::keyed::KeyedStream;
 use crate::plan::{ErasedStream, Flow, NodeKind};
 use crate::stream::{add_node, DataStream};
 use crate::time::Timestamp;
@@ -94,7 +94,8 @@ impl<A: Data, B: Data> ConnectedStreams<A, B> {
                         name,
                         move |_, _| {
                             move |in1, in2, output| {
-                                in1.for_each_stamp(|cap, data| {
+                                in1.for_each(|cap, one_batch| {
+                                    let data = std::iter::once(one_batch);
                                     let mut session = output.session(&cap);
                                     for batch in data {
                                         for (ts, a) in batch.drain(..) {
@@ -103,7 +104,8 @@ impl<A: Data, B: Data> ConnectedStreams<A, B> {
                                         }
                                     }
                                 });
-                                in2.for_each_stamp(|cap, data| {
+                                in2.for_each(|cap, one_batch| {
+                                    let data = std::iter::once(one_batch);
                                     let mut session = output.session(&cap);
                                     for batch in data {
                                         for (ts, b) in batch.drain(..) {
@@ -140,66 +142,12 @@ impl<K: Data + Hash + Eq, A: Data, B: Data> ConnectedKeyedStreams<K, A, B> {
     /// delete): `f1` for records of the first stream, `f2` for the second.
     pub fn process_with_state<S, R, F1, F2>(&self, f1: F1, f2: F2) -> DataStream<R>
     where
-        S: 'static,
+        S: serde::Serialize + serde::de::DeserializeOwned + 'static,
         R: Data,
         F1: Fn(&K, &mut Option<S>, A, &mut Vec<R>) + Send + Sync + 'static,
         F2: Fn(&K, &mut Option<S>, B, &mut Vec<R>) + Send + Sync + 'static,
     {
-        let (f1, f2) = (Arc::new(f1), Arc::new(f2));
-        let (k1, k2) = (Arc::clone(&self.first.key), Arc::clone(&self.second.key));
-        binary_node(
-            &self.first.stream,
-            &self.second.stream,
-            "co_process",
-            "hash",
-            move |ctx, x, y, name| {
-                let (f1, f2) = (Arc::clone(&f1), Arc::clone(&f2));
-                let (k1, k2) = (Arc::clone(&k1), Arc::clone(&k2));
-                let (r1, r2) = (Arc::clone(&k1), Arc::clone(&k2));
-                let (maxp, peers) = (ctx.config().max_parallelism, ctx.peers());
-                let p1 = Exchange::new(move |a: &(Timestamp, A)| key_route(&r1(&a.1), maxp, peers));
-                let p2 = Exchange::new(move |b: &(Timestamp, B)| key_route(&r2(&b.1), maxp, peers));
-                let w1 = ctx.exchange_wm(x.wm, name);
-                let w2 = ctx.exchange_wm(y.wm, name);
-                let wm = ctx.merge_wms(vec![w1, w2], name);
-                let data = x
-                    .data
-                    .binary::<_, CapacityContainerBuilder<Vec<(Timestamp, R)>>, _, _, _, _>(
-                        y.data,
-                        p1,
-                        p2,
-                        name,
-                        move |_, _| {
-                            let mut state = KeyedStates::new();
-                            let mut out = Vec::new();
-                            move |in1, in2, output| {
-                                in1.for_each_stamp(|cap, data| {
-                                    for batch in data {
-                                        for (ts, a) in batch.drain(..) {
-                                            state.apply(k1(&a), ts, a, &mut out, &*f1);
-                                        }
-                                    }
-                                    if !out.is_empty() {
-                                        output.session(&cap).give_container(&mut out);
-                                        out.clear();
-                                    }
-                                });
-                                in2.for_each_stamp(|cap, data| {
-                                    for batch in data {
-                                        for (ts, b) in batch.drain(..) {
-                                            state.apply(k2(&b), ts, b, &mut out, &*f2);
-                                        }
-                                    }
-                                    if !out.is_empty() {
-                                        output.session(&cap).give_container(&mut out);
-                                        out.clear();
-                                    }
-                                });
-                            }
-                        },
-                    );
-                Flow { data, wm }
-            },
-        )
+        self.process(crate::process::WithState2(f1, f2, std::marker::PhantomData))
+            .name_default("co_process")
     }
 }

@@ -124,6 +124,19 @@ impl CheckpointRuntime {
         })))
     }
 
+    /// Copies the latest complete checkpoint into `target` as a savepoint; returns its id.
+    pub(crate) fn export_savepoint(&self, target: &str) -> SpateResult<u64> {
+        let latest = self.storage.latest_complete()?.ok_or_else(|| {
+            SpateError::Job(
+                "no checkpoint completed, so there is no state to write as a savepoint".into(),
+            )
+        })?;
+        let location = self.storage.parse_location(target)?;
+        let done = self.storage.export_savepoint(&latest, &location)?;
+        tracing::info!(savepoint = %done.location, checkpoint = latest.id(), "wrote a savepoint");
+        Ok(latest.id())
+    }
+
     fn writer(&self, c: u64) -> SpateResult<CheckpointWriter> {
         let mut writers = self.writers.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(w) = writers.get(&c) {

@@ -305,6 +305,13 @@ impl StreamEnv {
         if let Some(panic) = panics.into_iter().next() {
             return Err(SpateError::Internal(format!("a worker panicked: {panic}")));
         }
+        if let (Some(target), Some(rt)) = (&shared.config.savepoint_dir, &shared.checkpoints) {
+            // The final checkpoint is complete everywhere (workers wait for it before they
+            // close), so the process of worker 0 copies it out.
+            if matches!(role, Role::Single | Role::Leader) {
+                rt.export_savepoint(target)?;
+            }
+        }
         let totals = std::mem::take(&mut *shared.totals.lock().unwrap_or_else(|p| p.into_inner()));
         Ok(JobResult {
             role,

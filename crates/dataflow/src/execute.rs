@@ -308,7 +308,8 @@ impl<'s> BuildCtx<'s> {
                 move |_, info| {
                     let activator = scope.activator_for(Rc::clone(&info.address));
                     move |(input, frontier), _output| {
-                        input.for_each_stamp(|cap, batches| {
+                        input.for_each(|cap, one_batch| {
+                            let batches = std::iter::once(one_batch);
                             let epoch = cap.least().copied().unwrap_or(0);
                             batches.for_each(|b| state.receive(epoch, b));
                         });
@@ -323,7 +324,8 @@ impl<'s> BuildCtx<'s> {
                 move |_, info| {
                     let activator = scope.activator_for(Rc::clone(&info.address));
                     move |(input, frontier), _output| {
-                        input.for_each_stamp(|cap, batches| {
+                        input.for_each(|cap, one_batch| {
+                            let batches = std::iter::once(one_batch);
                             let epoch = cap.least().copied().unwrap_or(0);
                             batches.for_each(|b| state.receive(epoch, b));
                         });

@@ -4,21 +4,14 @@
 //! a key meets the same operator instance and its state. The aggregations here are Flink's
 //! rolling aggregations: each input record updates its key's state and emits the new value.
 
-use std::collections::HashMap;
 use std::hash::Hash;
 use std::sync::Arc;
 
-use rustc_hash::FxBuildHasher;
 use spate_types::keygroup::{key_group, worker_for_key_group};
 use spate_types::Data;
-use timely::container::CapacityContainerBuilder;
-use timely::dataflow::channels::pact::Exchange;
-use timely::dataflow::operators::Operator;
 
 use crate::connected::ConnectedKeyedStreams;
-use crate::plan::Flow;
 use crate::stream::DataStream;
-use crate::time::Timestamp;
 
 /// Extracts a record's key.
 pub(crate) type KeyFn<K, T> = Arc<dyn Fn(&T) -> K + Send + Sync>;
@@ -26,39 +19,6 @@ pub(crate) type KeyFn<K, T> = Arc<dyn Fn(&T) -> K + Send + Sync>;
 /// The exchange route of a key: the worker that owns its key group.
 pub(crate) fn key_route<K: Hash>(key: &K, max_parallelism: u32, peers: usize) -> u64 {
     worker_for_key_group(key_group(key, max_parallelism), max_parallelism, peers) as u64
-}
-
-/// One operator instance's per-key state, for the keys its key groups own.
-pub(crate) struct KeyedStates<K, S, R> {
-    states: HashMap<K, S, FxBuildHasher>,
-    scratch: Vec<R>,
-}
-
-impl<K: Hash + Eq, S, R> KeyedStates<K, S, R> {
-    pub(crate) fn new() -> Self {
-        KeyedStates {
-            states: HashMap::default(),
-            scratch: Vec::new(),
-        }
-    }
-
-    /// Runs `f` on `record` with its key's state: `None` until set, and setting it to `None`
-    /// deletes it. Its outputs get the record's timestamp `ts`.
-    pub(crate) fn apply<X>(
-        &mut self,
-        key: K,
-        ts: Timestamp,
-        record: X,
-        out: &mut Vec<(Timestamp, R)>,
-        f: impl FnOnce(&K, &mut Option<S>, X, &mut Vec<R>),
-    ) {
-        let mut slot = self.states.remove(&key);
-        f(&key, &mut slot, record, &mut self.scratch);
-        out.extend(self.scratch.drain(..).map(|r| (ts, r)));
-        if let Some(s) = slot {
-            self.states.insert(key, s);
-        }
-    }
 }
 
 /// A stream partitioned by a key of type `K`.
@@ -88,47 +48,12 @@ impl<K: Data + Hash + Eq, T: Data> KeyedStream<K, T> {
     /// it moves with its keys when a job is rescaled.
     pub fn process_with_state<S, R, F>(&self, f: F) -> DataStream<R>
     where
-        S: 'static,
+        S: serde::Serialize + serde::de::DeserializeOwned + 'static,
         R: Data,
         F: Fn(&K, &mut Option<S>, T, &mut Vec<R>) + Send + Sync + 'static,
     {
-        let f = Arc::new(f);
-        let key = Arc::clone(&self.key);
-        self.stream
-            .unary_node("process", "hash", move |ctx, input, name| {
-                let f = Arc::clone(&f);
-                let key = Arc::clone(&key);
-                let route_key = Arc::clone(&key);
-                let (maxp, peers) = (ctx.config().max_parallelism, ctx.peers());
-                let pact = Exchange::new(move |x: &(Timestamp, T)| {
-                    key_route(&route_key(&x.1), maxp, peers)
-                });
-                let wm = ctx.exchange_wm(input.wm, name);
-                let data = input
-                    .data
-                    .unary::<CapacityContainerBuilder<Vec<(Timestamp, R)>>, _, _, _>(
-                        pact,
-                        name,
-                        move |_, _| {
-                            let mut state = KeyedStates::new();
-                            let mut out = Vec::new();
-                            move |input, output| {
-                                input.for_each_stamp(|cap, data| {
-                                    for batch in data {
-                                        for (ts, x) in batch.drain(..) {
-                                            state.apply(key(&x), ts, x, &mut out, &*f);
-                                        }
-                                    }
-                                    if !out.is_empty() {
-                                        output.session(&cap).give_container(&mut out);
-                                        out.clear();
-                                    }
-                                });
-                            }
-                        },
-                    );
-                Flow { data, wm }
-            })
+        self.process(crate::process::WithState(f, std::marker::PhantomData))
+            .name_default("process")
     }
 
     /// Rolling reduce: combines each record with its key's previous result and emits the new

@@ -91,14 +91,14 @@ impl ErasedStream {
 /// call and are dropped before that call returns, so no stream outlives its scope; a stream is
 /// recovered only through [`ErasedStream::get`], which hands it back with the scope's lifetime.
 /// Types that differ only in lifetimes have the same layout.
-#[allow(unsafe_code)]
+#[allow(unsafe_code, clippy::unnecessary_cast)]
 fn extend_lifetime<'s, T: 'static>(stream: Flow<'s, T>) -> Flow<'static, T> {
     let boxed = Box::new(stream);
     // SAFETY: see the function comment; this is a lifetime-only pointer cast.
     unsafe { *Box::from_raw(Box::into_raw(boxed) as *mut Flow<'static, T>) }
 }
 
-#[allow(unsafe_code)]
+#[allow(unsafe_code, clippy::unnecessary_cast)]
 fn shorten_lifetime<'s, T: 'static>(stream: Flow<'static, T>) -> Flow<'s, T> {
     // Shortening a lifetime is always sound; the cast only helps the type checker, which
     // cannot see through the `'scope` parameter's invariance.

@@ -150,6 +150,7 @@ pub struct ProcessContext<'a, K, S, O> {
     event_timers: &'a mut Timers<K>,
     processing_timers: &'a mut Timers<K>,
     out: &'a mut Vec<(Timestamp, Tagged<O>)>,
+    scratch: &'a mut Vec<O>,
 }
 
 impl<K: Hash + Eq + Clone, S, O> ProcessContext<'_, K, S, O> {
@@ -192,6 +193,15 @@ impl<K: Hash + Eq + Clone, S, O> ProcessContext<'_, K, S, O> {
     /// The wall clock, in milliseconds.
     pub fn current_processing_time(&self) -> Timestamp {
         processing_time_now()
+    }
+
+    /// Runs `f` with the key, its state and a buffer whose records are emitted with the
+    /// current timestamp (the shape of `process_with_state` functions).
+    pub(crate) fn emit_with(&mut self, f: impl FnOnce(&K, &mut Option<S>, &mut Vec<O>)) {
+        f(self.key, self.state, self.scratch);
+        let ts = self.timestamp;
+        self.out
+            .extend(self.scratch.drain(..).map(|o| (ts, Tagged::Main(o))));
     }
 
     /// Emits `value` with the current timestamp.
@@ -269,6 +279,7 @@ struct Instance<K, S, O> {
     processing_timers: Timers<K>,
     watermark: Timestamp,
     out: Vec<(Timestamp, Tagged<O>)>,
+    scratch: Vec<O>,
 }
 
 impl<K: Hash + Eq + Clone, S, O> Instance<K, S, O> {
@@ -289,6 +300,7 @@ impl<K: Hash + Eq + Clone, S, O> Instance<K, S, O> {
                 event_timers: &mut self.event_timers,
                 processing_timers: &mut self.processing_timers,
                 out: &mut self.out,
+                scratch: &mut self.scratch,
             };
             f(&mut ctx)
         };
@@ -298,6 +310,9 @@ impl<K: Hash + Eq + Clone, S, O> Instance<K, S, O> {
         result
     }
 }
+
+/// Records held back past a checkpoint cut, with the capability of their epoch.
+type Held<I> = (Capability<Epoch>, Vec<(Timestamp, I)>);
 
 /// A keyed operator instance's checkpointed state (written from references, read owned).
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -422,18 +437,20 @@ where
                     processing_timers: Timers::new(),
                     watermark: NO_TIMESTAMP,
                     out: Vec::new(),
+                    scratch: Vec::new(),
                 };
                 let mut emitted: Vec<(Timestamp, Out<Tagged<O>>)> = Vec::new();
                 if let Err(e) = inst.restore(&restored, |k| key_route(k, maxp, peers) == me) {
                     inst.env.shared.fail(e);
                 }
                 let mut next_c: u64 = 1;
-                let mut stash: Vec<(Capability<Epoch>, Vec<(Timestamp, I)>)> = Vec::new();
+                let mut stash: Vec<Held<I>> = Vec::new();
                 move |(data, data_frontier), (wms, wm_frontier), output| {
                     // Records: each with its key's state, at the current watermark. With
                     // checkpoints, records at or after the next cut wait until it is taken.
                     let cut = snap.as_ref().map(|_| boundary(next_c));
-                    data.for_each_stamp(|cap, batches| {
+                    data.for_each(|cap, one_batch| {
+ let batches = std::iter::once(one_batch);
                         let Some(&epoch) = cap.least() else { return };
                         if cut.is_some_and(|b| epoch >= b) {
                             if let Some(held) = cap.retain_least(0) {
@@ -455,7 +472,8 @@ where
                         }
                     });
                     // Watermarks wait until the records before them have arrived.
-                    wms.for_each_stamp(|cap, batches| {
+                    wms.for_each(|cap, one_batch| {
+ let batches = std::iter::once(one_batch);
                         let Some(cap) = cap.retain_least(0) else { return };
                         for batch in batches {
                             for msg in batch.drain(..) {
@@ -570,7 +588,8 @@ pub(crate) fn split_out<'s, X: Clone + 'static>(both: TStream<'s, Out<X>>) -> Fl
             "records",
             |_, _| {
                 move |input, output| {
-                    input.for_each_stamp(|cap, batches| {
+                    input.for_each(|cap, one_batch| {
+                        let batches = std::iter::once(one_batch);
                         let mut session = output.session(&cap);
                         for batch in batches {
                             for (ts, x) in batch.drain(..) {
@@ -588,7 +607,8 @@ pub(crate) fn split_out<'s, X: Clone + 'static>(both: TStream<'s, Out<X>>) -> Fl
         "watermarks",
         |_, _| {
             move |input, output| {
-                input.for_each_stamp(|cap, batches| {
+                input.for_each(|cap, one_batch| {
+                    let batches = std::iter::once(one_batch);
                     let mut session = output.session(&cap);
                     for batch in batches {
                         for (_, x) in batch.drain(..) {
@@ -613,7 +633,8 @@ pub(crate) fn main_output<'s, O: Clone + 'static>(tagged: Flow<'s, Tagged<O>>) -
             "main",
             |_, _| {
                 move |input, output| {
-                    input.for_each_stamp(|cap, batches| {
+                    input.for_each(|cap, one_batch| {
+                        let batches = std::iter::once(one_batch);
                         let mut session = output.session(&cap);
                         for batch in batches {
                             for (ts, x) in batch.drain(..) {
@@ -644,7 +665,8 @@ pub(crate) fn side_output<'s, O: Clone + 'static, X: Data>(
             &format!("side:{id}"),
             move |_, _| {
                 move |input, output| {
-                    input.for_each_stamp(|cap, batches| {
+                    input.for_each(|cap, one_batch| {
+                        let batches = std::iter::once(one_batch);
                         let mut session = output.session(&cap);
                         for batch in batches {
                             for (ts, x) in batch.drain(..) {
@@ -854,5 +876,46 @@ impl<K: Data + Hash + Eq, A: Data, B: Data> crate::ConnectedKeyedStreams<K, A, B
             Either::Second(b) => k2(b),
         });
         KeyedStream::new(merged, key).process(CoAdapter(f, PhantomData))
+    }
+}
+
+/// A `process_with_state` function as a process function.
+pub(crate) struct WithState<F, S>(pub(crate) F, pub(crate) PhantomData<fn() -> S>);
+
+impl<K, T, R, S, F> KeyedProcessFunction<K, T, R> for WithState<F, S>
+where
+    K: Hash + Eq + Clone,
+    S: serde::Serialize + serde::de::DeserializeOwned + 'static,
+    F: Fn(&K, &mut Option<S>, T, &mut Vec<R>) + Send + Sync + 'static,
+{
+    type State = S;
+
+    fn process_element(&self, value: T, ctx: &mut ProcessContext<'_, K, S, R>) {
+        ctx.emit_with(|k, state, out| (self.0)(k, state, value, out));
+    }
+}
+
+/// Two `process_with_state` functions over connected streams as one process function.
+pub(crate) struct WithState2<F1, F2, S>(
+    pub(crate) F1,
+    pub(crate) F2,
+    pub(crate) PhantomData<fn() -> S>,
+);
+
+impl<K, A, B, R, S, F1, F2> KeyedCoProcessFunction<K, A, B, R> for WithState2<F1, F2, S>
+where
+    K: Hash + Eq + Clone,
+    S: serde::Serialize + serde::de::DeserializeOwned + 'static,
+    F1: Fn(&K, &mut Option<S>, A, &mut Vec<R>) + Send + Sync + 'static,
+    F2: Fn(&K, &mut Option<S>, B, &mut Vec<R>) + Send + Sync + 'static,
+{
+    type State = S;
+
+    fn process_element1(&self, value: A, ctx: &mut ProcessContext<'_, K, S, R>) {
+        ctx.emit_with(|k, state, out| (self.0)(k, state, value, out));
+    }
+
+    fn process_element2(&self, value: B, ctx: &mut ProcessContext<'_, K, S, R>) {
+        ctx.emit_with(|k, state, out| (self.1)(k, state, value, out));
     }
 }

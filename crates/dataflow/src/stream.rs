@@ -124,7 +124,8 @@ impl<T: Data> DataStream<T> {
                     move |_, _| {
                         let mut out = Vec::new();
                         move |input, output| {
-                            input.for_each_stamp(|cap, data| {
+                            input.for_each(|cap, one_batch| {
+                                let data = std::iter::once(one_batch);
                                 let mut session = output.session(&cap);
                                 for batch in data {
                                     f(batch, &mut out);
@@ -202,7 +203,8 @@ impl<T: Data> DataStream<T> {
                     name,
                     move |_, _| {
                         move |input, output| {
-                            input.for_each_stamp(|cap, data| {
+                            input.for_each(|cap, one_batch| {
+                                let data = std::iter::once(one_batch);
                                 let mut session = output.session(&cap);
                                 for batch in data {
                                     session.give_container(batch);

@@ -275,7 +275,8 @@ pub(crate) fn combine<'s>(input: WStream<'s>, slots: usize, name: &str) -> WStre
             let mut tracker = WmTracker::new(slots);
             let mut max_epoch: Epoch = 0;
             move |input, output| {
-                input.for_each_stamp(|cap, data| {
+                input.for_each(|cap, one_batch| {
+                    let data = std::iter::once(one_batch);
                     let Some(&epoch) = cap.least() else { return };
                     max_epoch = max_epoch.max(epoch);
                     let mut last = None;

@@ -81,8 +81,8 @@ struct SequenceReader {
     total: u64,
     bounded: bool,
     throttle: Option<Throttle>,
-    /// After a restore: value `v` was emitted before iff `v < done_before[v % old_workers]`.
-    done_before: Option<Vec<usize>>,
+    /// After restores: which values earlier runs emitted.
+    done_before: Option<crate::collection::Replayed>,
     worker: u64,
 }
 
@@ -113,7 +113,7 @@ impl SourceReader<u64> for SequenceReader {
             }
             Some(done) => {
                 for _ in 0..n {
-                    if v >= done[(v % done.len() as u64) as usize] as u64 {
+                    if !done.contains(v) {
                         out.push(v);
                     }
                     v = v.wrapping_add(step);
@@ -131,13 +131,17 @@ impl SourceReader<u64> for SequenceReader {
     }
 
     fn snapshot(&self) -> Option<Vec<SplitPosition>> {
-        Some(vec![SplitPosition {
-            split: self.worker,
-            position: serde_json::json!({
-                "next": if self.remaining == 0 { u64::MAX } else { self.next },
-                "workers": self.step,
-            }),
-        }])
+        let next = if self.remaining == 0 {
+            u64::MAX
+        } else {
+            self.next
+        };
+        Some(vec![crate::collection::round_robin_position(
+            self.worker,
+            next,
+            self.step,
+            self.done_before.as_ref(),
+        )])
     }
 
     fn restore(&mut self, positions: &[SplitPosition]) -> SpateResult<()> {
