@@ -29,6 +29,7 @@ struct Cli {
 }
 
 #[derive(Debug, Subcommand)]
+#[allow(clippy::large_enum_variant)] // parsed once per run
 enum Command {
     /// Nexmark: generate events or run a query.
     #[command(subcommand)]

@@ -18,6 +18,7 @@ use crate::util::{peak_rss_mb, ProgressBar};
 
 /// Nexmark commands.
 #[derive(Debug, Subcommand)]
+#[allow(clippy::large_enum_variant)] // parsed once per run
 pub enum NexmarkCommand {
     /// Writes generated events as JSON lines (byte-identical to the reference generator).
     Gen(GenArgs),

@@ -203,56 +203,6 @@ impl Backoff {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn restart_strategies_give_flinks_delays() {
-        let ms = Duration::from_millis;
-        let mut b = Backoff::new(&RestartStrategy::None);
-        assert_eq!(b.next(ms(1)), None);
-        let mut b = Backoff::new(&RestartStrategy::FixedDelay {
-            attempts: 2,
-            delay: ms(5),
-        });
-        assert_eq!(
-            (b.next(ms(1)), b.next(ms(1)), b.next(ms(1))),
-            (Some(ms(5)), Some(ms(5)), None)
-        );
-        let mut b = Backoff::new(&RestartStrategy::ExponentialDelay {
-            initial: ms(100),
-            max: ms(300),
-            multiplier: 2.0,
-            reset_after: ms(1000),
-        });
-        let delays: Vec<_> = (0..4).map(|_| b.next(ms(10)).unwrap()).collect();
-        assert_eq!(delays, [ms(100), ms(200), ms(300), ms(300)]);
-        assert_eq!(
-            b.next(ms(5000)),
-            Some(ms(100)),
-            "a long healthy run resets the backoff"
-        );
-        let mut b = Backoff::new(&RestartStrategy::FailureRate {
-            max_failures: 2,
-            interval: Duration::from_secs(60),
-            delay: ms(1),
-        });
-        assert_eq!(
-            (b.next(ms(1)), b.next(ms(1)), b.next(ms(1))),
-            (Some(ms(1)), Some(ms(1)), None)
-        );
-        assert_eq!(
-            "fixed-delay:3:10".parse::<RestartStrategy>().unwrap(),
-            RestartStrategy::FixedDelay {
-                attempts: 3,
-                delay: ms(10)
-            }
-        );
-        assert!("sometimes".parse::<RestartStrategy>().is_err());
-    }
-}
-
 /// `count` distinct free loopback addresses.
 fn free_local_addresses(count: usize) -> SpateResult<Vec<String>> {
     // Hold all listeners until every port is chosen, so that no port is picked twice.
@@ -383,4 +333,54 @@ pub(crate) fn connect_peers(
     sockets.push(None);
     sockets.extend(higher);
     Ok(sockets)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn restart_strategies_give_flinks_delays() {
+        let ms = Duration::from_millis;
+        let mut b = Backoff::new(&RestartStrategy::None);
+        assert_eq!(b.next(ms(1)), None);
+        let mut b = Backoff::new(&RestartStrategy::FixedDelay {
+            attempts: 2,
+            delay: ms(5),
+        });
+        assert_eq!(
+            (b.next(ms(1)), b.next(ms(1)), b.next(ms(1))),
+            (Some(ms(5)), Some(ms(5)), None)
+        );
+        let mut b = Backoff::new(&RestartStrategy::ExponentialDelay {
+            initial: ms(100),
+            max: ms(300),
+            multiplier: 2.0,
+            reset_after: ms(1000),
+        });
+        let delays: Vec<_> = (0..4).map(|_| b.next(ms(10)).unwrap()).collect();
+        assert_eq!(delays, [ms(100), ms(200), ms(300), ms(300)]);
+        assert_eq!(
+            b.next(ms(5000)),
+            Some(ms(100)),
+            "a long healthy run resets the backoff"
+        );
+        let mut b = Backoff::new(&RestartStrategy::FailureRate {
+            max_failures: 2,
+            interval: Duration::from_secs(60),
+            delay: ms(1),
+        });
+        assert_eq!(
+            (b.next(ms(1)), b.next(ms(1)), b.next(ms(1))),
+            (Some(ms(1)), Some(ms(1)), None)
+        );
+        assert_eq!(
+            "fixed-delay:3:10".parse::<RestartStrategy>().unwrap(),
+            RestartStrategy::FixedDelay {
+                attempts: 3,
+                delay: ms(10)
+            }
+        );
+        assert!("sometimes".parse::<RestartStrategy>().is_err());
+    }
 }
