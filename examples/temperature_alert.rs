@@ -23,9 +23,7 @@
 //!
 //! As in Flink, "previous" is the previous reading to arrive. Each sensor is read by one
 //! worker, round by round, so with per-channel order (Flink's guarantee) the alerts do not
-//! depend on the number of workers. Spate does not keep that order yet when an epoch sends
-//! several containers to one peer (see `tests/it/sensors.rs`); until it does, several workers
-//! need small epochs for exact results (`--epoch-records 200`).
+//! depend on the number of workers (`tests/it/sensors.rs` checks this with large epochs).
 
 use spate::prelude::*;
 use spate::sensors::{temperature_alerts, DEFAULT_JUMP_THRESHOLD};
