@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, TryRecvError};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -46,6 +47,8 @@ struct WriterInner {
     state: Mutex<WriterState>,
     /// Signalled whenever an upload settles.
     settled: Condvar,
+    /// Set when the checkpoint failed because a later one completed first.
+    subsumed: Arc<AtomicBool>,
 }
 
 #[derive(Default)]
@@ -118,6 +121,7 @@ pub struct CompletedCheckpoint {
 pub struct PendingCompletion {
     id: u64,
     rx: Option<Receiver<SpateResult<CompletedCheckpoint>>>,
+    subsumed: Arc<AtomicBool>,
 }
 
 impl PendingCompletion {
@@ -125,7 +129,18 @@ impl PendingCompletion {
         let (tx, rx) = mpsc::sync_channel(1);
         // The receiver is alive: this send cannot fail.
         let _ = tx.send(result);
-        PendingCompletion { id, rx: Some(rx) }
+        PendingCompletion {
+            id,
+            rx: Some(rx),
+            subsumed: Arc::default(),
+        }
+    }
+
+    /// Whether the checkpoint failed only because a later checkpoint completed first. Flink
+    /// aborts such a checkpoint as subsumed and does not count it against the tolerable
+    /// failures: the later checkpoint covers everything it would have.
+    pub fn was_subsumed(&self) -> bool {
+        self.subsumed.load(Ordering::Acquire)
     }
 
     /// The checkpoint id.
@@ -197,6 +212,7 @@ impl CheckpointWriter {
                 created_unix_ms,
                 state: Mutex::new(WriterState::default()),
                 settled: Condvar::new(),
+                subsumed: Arc::default(),
             }),
             rt: Arc::clone(&storage.rt),
         }
@@ -349,13 +365,18 @@ impl CheckpointWriter {
         };
         let (tx, rx) = mpsc::sync_channel(1);
         let inner = Arc::clone(&self.inner);
+        let subsumed = Arc::clone(&inner.subsumed);
         self.rt.handle().spawn(async move {
             let result = inner.finish(uploads, metadata).await;
             inner.release();
             // The caller may have dropped the handle: nobody wants the result then.
             let _ = tx.send(result);
         });
-        PendingCompletion { id, rx: Some(rx) }
+        PendingCompletion {
+            id,
+            rx: Some(rx),
+            subsumed,
+        }
     }
 
     /// Gives the checkpoint up: no more files, and what this writer uploaded is deleted in the
@@ -510,6 +531,7 @@ impl WriterInner {
         if self.kind == CheckpointKind::Checkpoint {
             let newest = self.storage.registry().newest_completed;
             if let Some(newest) = newest.filter(|&n| n > self.id) {
+                self.subsumed.store(true, Ordering::Release);
                 self.delete_written().await;
                 return Err(SpateError::Execution(format!(
                     "checkpoint {} was subsumed: checkpoint {newest} completed first",

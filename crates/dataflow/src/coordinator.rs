@@ -37,9 +37,15 @@ pub(crate) enum Report {
     Durable { c: u64, files: Vec<FileEntry> },
     /// The process could not write checkpoint `c`.
     Failed { c: u64, reason: String },
+    /// A worker's sources have all finished; `c` is the first checkpoint after that.
+    SourcesDone { c: u64 },
     /// A worker has finished and closed its inputs.
     Finished,
 }
+
+/// Announced (instead of a checkpoint number) once every worker's sources have finished and a
+/// checkpoint taken after the last of them has completed: workers may close their inputs.
+pub(crate) const JOB_FINISHED: u64 = u64::MAX;
 
 /// The checkpoint state one process's workers share.
 pub(crate) struct CheckpointRuntime {
@@ -226,6 +232,12 @@ pub(crate) struct WorkerCheckpointer {
     durable: BTreeMap<u64, Vec<Vec<FileEntry>>>,
     completing: Vec<(u64, PendingCompletion)>,
     finished_workers: usize,
+    /// Worker 0: how many workers' sources have finished, and the latest first checkpoint after.
+    sources_done: usize,
+    final_checkpoint: u64,
+    /// Worker 0: the latest completion announced, and whether the job's end has been.
+    announced: u64,
+    end_announced: bool,
 }
 
 impl WorkerCheckpointer {
@@ -253,6 +265,10 @@ impl WorkerCheckpointer {
             durable: BTreeMap::new(),
             completing: Vec::new(),
             finished_workers: 0,
+            sources_done: 0,
+            final_checkpoint: 0,
+            announced: 0,
+            end_announced: false,
         }
     }
 
@@ -266,9 +282,18 @@ impl WorkerCheckpointer {
         }
     }
 
-    /// The latest checkpoint complete everywhere, as this worker knows it.
-    pub(crate) fn completed(&self) -> u64 {
-        self.snapshots.borrow().completed
+    /// This worker's sources have all finished; checkpoint `c` is the first taken after.
+    ///
+    /// The worker keeps crossing checkpoint boundaries until [`Self::job_finished`]: a worker
+    /// whose sources end early still takes part in the checkpoints the others need to finish.
+    pub(crate) fn sources_finished(&mut self, c: u64) {
+        self.send(Report::SourcesDone { c });
+    }
+
+    /// Whether every worker's sources have finished and a checkpoint after the last of them
+    /// has completed everywhere.
+    pub(crate) fn job_finished(&self) -> bool {
+        self.snapshots.borrow().job_finished
     }
 
     /// Does whatever is due: uploads, reports, manifests, announcements.
@@ -377,6 +402,10 @@ impl WorkerCheckpointer {
                     self.durable.remove(&c);
                     tracing::warn!(checkpoint = self.rt.base + c, %reason, "a process failed its checkpoint");
                 }
+                Report::SourcesDone { c } => {
+                    self.sources_done += 1;
+                    self.final_checkpoint = self.final_checkpoint.max(c);
+                }
                 Report::Finished => self.finished_workers += 1,
             }
         }
@@ -417,9 +446,13 @@ impl WorkerCheckpointer {
                 i += 1;
                 continue;
             };
-            let (c, _) = self.completing.swap_remove(i);
+            let (c, pending) = self.completing.swap_remove(i);
             self.rt.forget(c);
             match result {
+                // A later checkpoint completed first and covers this one: not a failure.
+                Err(e) if pending.was_subsumed() => {
+                    tracing::debug!(checkpoint = self.rt.base + c, %e, "checkpoint subsumed");
+                }
                 Ok(done) => {
                     self.rt.completed.fetch_add(1, Ordering::Relaxed);
                     self.rt
@@ -437,8 +470,18 @@ impl WorkerCheckpointer {
                     if let Some(a) = self.announce.as_mut() {
                         a.send(c);
                     }
+                    self.announced = self.announced.max(c);
                 }
                 Err(e) => self.rt.failure(c, e)?,
+            }
+        }
+        if !self.end_announced
+            && self.sources_done == self.peers
+            && self.announced >= self.final_checkpoint
+        {
+            self.end_announced = true;
+            if let Some(a) = self.announce.as_mut() {
+                a.send(JOB_FINISHED);
             }
         }
         Ok(())
@@ -471,5 +514,9 @@ impl WorkerCheckpointer {
 /// Stores `completed` announcements into a worker's snapshots.
 pub(crate) fn note_completed(snapshots: &SharedSnapshots, c: u64) {
     let mut s = snapshots.borrow_mut();
-    s.completed = s.completed.max(c);
+    if c == JOB_FINISHED {
+        s.job_finished = true;
+    } else {
+        s.completed = s.completed.max(c);
+    }
 }

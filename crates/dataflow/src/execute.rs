@@ -724,8 +724,10 @@ pub(crate) fn run_worker(
     let mut epoch_started = Instant::now();
     let mut emitted_in_epoch = 0usize;
     let mut stopping = false;
-    // With checkpoints, finished sources keep their inputs open until a checkpoint taken after
-    // they finished has completed everywhere: the final checkpoint, which sinks publish.
+    // With checkpoints, finished sources keep their inputs open (and keep crossing boundaries)
+    // until every worker's sources have finished and a checkpoint taken after the last of them
+    // has completed everywhere: the final checkpoint, which sinks publish. A worker that left
+    // earlier would take no part in the checkpoints the others still need.
     let mut final_checkpoint: Option<u64> = None;
 
     loop {
@@ -785,7 +787,7 @@ pub(crate) fn run_worker(
         if drivers.iter().all(|d| d.is_finished()) {
             match (checkpointer.as_ref(), final_checkpoint) {
                 (None, _) => break,
-                (Some(cp), Some(c)) if cp.completed() >= c => break,
+                (Some(cp), Some(_)) if cp.job_finished() => break,
                 _ => {}
             }
         }
@@ -801,6 +803,9 @@ pub(crate) fn run_worker(
             // Every source is done: cut a final checkpoint right away.
             let b = boundary(interval_of(epoch) + 1);
             final_checkpoint = Some(interval_of(b));
+            if let Some(cp) = checkpointer.as_mut() {
+                cp.sources_finished(interval_of(b));
+            }
             boundary_due = Some(b);
         }
         if boundary_due.is_some()

@@ -33,6 +33,8 @@ pub(crate) struct WorkerSnapshots {
     pub(crate) crossed: u64,
     /// The latest checkpoint complete everywhere: sinks publish up to it.
     pub(crate) completed: u64,
+    /// Every worker's sources have finished and a checkpoint after the last has completed.
+    pub(crate) job_finished: bool,
 }
 
 pub(crate) type SharedSnapshots = Rc<RefCell<WorkerSnapshots>>;

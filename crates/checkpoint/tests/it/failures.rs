@@ -112,8 +112,26 @@ fn a_subsumed_checkpoint_fails() {
     let w2 = storage.begin(2, INFO).unwrap();
     w1.put("a.bin", payload(1, "a")).unwrap();
     w2.put("a.bin", payload(2, "a")).unwrap();
-    w2.complete(serde_json::Value::Null).wait().unwrap();
-    let err = w1.complete(serde_json::Value::Null).wait().unwrap_err();
+    let mut p2 = w2.complete(serde_json::Value::Null);
+    let done = loop {
+        match p2.poll() {
+            Some(r) => break r,
+            None => std::thread::sleep(std::time::Duration::from_millis(1)),
+        }
+    };
+    done.unwrap();
+    assert!(!p2.was_subsumed());
+    let mut p1 = w1.complete(serde_json::Value::Null);
+    let err = loop {
+        match p1.poll() {
+            Some(r) => break r.unwrap_err(),
+            None => std::thread::sleep(std::time::Duration::from_millis(1)),
+        }
+    };
+    assert!(
+        p1.was_subsumed(),
+        "the engine does not count it as a failure"
+    );
     assert_eq!(
         err.to_string(),
         "job failed: checkpoint 1 was subsumed: checkpoint 2 completed first"
