@@ -27,6 +27,7 @@ use std::path::PathBuf;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+pub use spate_checkpoint as checkpoint;
 pub use spate_connectors as connectors;
 pub use spate_dataflow as dataflow;
 pub use spate_types as types;

@@ -14,10 +14,10 @@ use spate::types::{
     Source, SourceContext, SourceOutput, SourceReader, SourceStatus, SplitPosition,
 };
 
-const EVENTS: u64 = 60_000;
+pub(crate) const EVENTS: u64 = 60_000;
 
 /// A sequence source that fails the job once `fail_after` records have been read in total.
-struct Flaky {
+pub(crate) struct Flaky {
     inner: SequenceSource,
     read: Arc<AtomicU64>,
     fail_after: u64,
@@ -65,7 +65,7 @@ impl SourceReader<u64> for FlakyReader {
     }
 }
 
-struct Count;
+pub(crate) struct Count;
 
 impl AggregateFunction<u64> for Count {
     type Acc = (u64, u64);
@@ -98,6 +98,16 @@ fn run(
         config.checkpoint_dir = Some(dir.display().to_string());
         config.restore = restore.then(|| "latest".to_string());
     }
+    run_windows(out, config, fail_after)
+}
+
+/// The windowed job of [`run`] with any configuration; the source fails the job once
+/// `fail_after` records have been read in total.
+pub(crate) fn run_windows(
+    out: &Path,
+    config: JobConfig,
+    fail_after: u64,
+) -> SpateResult<JobResult> {
     let env = StreamEnv::new(config);
     let source = Flaky {
         // Paced so that several checkpoints complete before the failure.
@@ -126,7 +136,7 @@ fn run(
 }
 
 /// The rows of every visible part file, sorted.
-fn rows(dir: &Path) -> Vec<String> {
+pub(crate) fn rows(dir: &Path) -> Vec<String> {
     let mut rows: Vec<String> = std::fs::read_dir(dir)
         .unwrap()
         .flatten()

@@ -358,10 +358,11 @@ fn processing_time_windows_fire_on_the_clock() {
             },
         )
         .collect();
-    // Keep the job alive past the last window's end, so that its timer fires (pending
-    // processing-time timers are dropped at the end of input, as in Flink).
+    // Keep the job alive well past the last window's end, so that its timer fires (pending
+    // processing-time timers are dropped at the end of input, as in Flink). Both sources poll
+    // on worker 0 in turn, so the tail's 60 pauses outlast the 30 of the data by 30 pauses.
     let tail = env
-        .from_source(paced(0, 1, Duration::from_millis(400)))
+        .from_source(paced(0, 60, Duration::from_millis(20)))
         .map(|r| (r.0, r.1, 0u64));
     let tail = tail.filter(|_| false).collect();
     env.execute("processing time").unwrap();

@@ -51,6 +51,7 @@
 
 mod config;
 mod error;
+pub mod faults;
 mod location;
 mod manifest;
 mod policy;
@@ -60,7 +61,7 @@ mod storage;
 mod writer;
 
 pub use config::{CheckpointConfig, Verification};
-pub use location::StorageLocation;
+pub use location::{register_store, StorageLocation};
 pub use manifest::{CheckpointKind, FileEntry, Manifest, MANIFEST_FILE, MANIFEST_VERSION};
 pub use policy::TolerableFailures;
 pub use restore::Checkpoint;

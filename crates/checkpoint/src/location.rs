@@ -1,9 +1,10 @@
 //! Where checkpoints live: an object store and a prefix in it.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::io;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use object_store::local::LocalFileSystem;
 use object_store::memory::InMemory;
@@ -13,6 +14,31 @@ use spate_types::{SpateError, SpateResult};
 
 use crate::config::CheckpointConfig;
 use crate::error::Failure;
+
+/// Stores registered under a URL scheme of their own.
+fn registry() -> &'static Mutex<HashMap<String, StorageLocation>> {
+    static STORES: OnceLock<Mutex<HashMap<String, StorageLocation>>> = OnceLock::new();
+    STORES.get_or_init(Mutex::default)
+}
+
+fn registered(scheme: &str) -> Option<StorageLocation> {
+    registry()
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .get(scheme)
+        .cloned()
+}
+
+/// Makes `<scheme>://<prefix>` name `<prefix>` below `location` in every later
+/// [`StorageLocation::parse`] of this process: a way to plug a custom [`ObjectStore`] (or a
+/// [`FailingStore`](crate::faults::FailingStore) in tests) into a job's checkpoint directory
+/// setting. A scheme registered again is replaced.
+pub fn register_store(scheme: &str, location: StorageLocation) {
+    registry()
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .insert(scheme.to_owned(), location);
+}
 
 /// An object store and a prefix in it: the root of a checkpoint directory, or a savepoint.
 ///
@@ -38,6 +64,16 @@ impl StorageLocation {
             return Err(SpateError::Config(
                 "checkpoint location is empty (give a directory or a URL)".to_owned(),
             ));
+        }
+        if let Some((scheme, rest)) = location.split_once("://") {
+            if let Some(base) = registered(scheme) {
+                let rest = rest.trim_matches('/');
+                return if rest.is_empty() {
+                    Ok(base)
+                } else {
+                    base.child(rest)
+                };
+            }
         }
         if let Some(rest) = location.strip_prefix("memory:") {
             let prefix = rest.trim_matches('/');

@@ -64,11 +64,20 @@ pub(crate) struct CheckpointRuntime {
     failed: Arc<AtomicU64>,
     last_duration_ms: Arc<AtomicU64>,
     last_size: Arc<AtomicU64>,
+    /// The highest local checkpoint begun.
+    begun: AtomicU64,
 }
 
 impl CheckpointRuntime {
-    /// Opens checkpoint storage if the job checkpoints, and finds what to restore.
-    pub(crate) fn open(config: &JobConfig, metrics: &Metrics) -> SpateResult<Option<Arc<Self>>> {
+    /// Opens checkpoint storage if the job checkpoints, and finds what to restore. `opened` is
+    /// set once the storage is open: a later failure (reading what to restore) is one a
+    /// restart may cure, while one before it is a setting to fix.
+    pub(crate) fn open(
+        config: &JobConfig,
+        metrics: &Metrics,
+        opened: &mut bool,
+        id_floor: u64,
+    ) -> SpateResult<Option<Arc<Self>>> {
         let Some(dir) = config.checkpoint_dir.as_deref() else {
             return Ok(None);
         };
@@ -82,6 +91,7 @@ impl CheckpointRuntime {
             ..CheckpointConfig::default()
         };
         let storage = CheckpointStorage::open(dir, storage_config)?;
+        *opened = true;
         let restored = match config.restore.as_deref() {
             None => None,
             Some("latest") => storage.latest_complete()?,
@@ -108,7 +118,9 @@ impl CheckpointRuntime {
                 "restoring"
             );
         }
-        let base = storage.next_id()?.saturating_sub(1);
+        // Ids only grow, also over restarts in this process: a failed checkpoint's id is never
+        // used again while its files may still be being deleted.
+        let base = storage.next_id()?.saturating_sub(1).max(id_floor);
         let info = CheckpointInfo {
             max_parallelism: config.max_parallelism,
             workers: config.total_workers() as u32,
@@ -127,7 +139,13 @@ impl CheckpointRuntime {
             failed: metrics.counter("checkpoints.numberOfFailedCheckpoints"),
             last_duration_ms: metrics.counter("checkpoints.lastCheckpointDuration"),
             last_size: metrics.counter("checkpoints.lastCheckpointSize"),
+            begun: AtomicU64::new(0),
         })))
+    }
+
+    /// The highest storage id begun so far: a restart's checkpoints take ids above it.
+    pub(crate) fn highest_id(&self) -> u64 {
+        self.base + self.begun.load(Ordering::Relaxed)
     }
 
     /// Copies the latest complete checkpoint into `target` as a savepoint; returns its id.
@@ -149,6 +167,7 @@ impl CheckpointRuntime {
             return Ok(w.clone());
         }
         let w = self.storage.begin(self.base + c, self.info)?;
+        self.begun.fetch_max(c, Ordering::Relaxed);
         writers.insert(c, w.clone());
         Ok(w)
     }

@@ -200,10 +200,18 @@ impl StreamEnv {
         // job again from its latest completed checkpoint, as the restart strategy allows.
         let mut backoff = cluster::Backoff::new(&config.restart_strategy);
         let mut restarts = 0u64;
+        let mut checkpoint_ids = 0u64;
         loop {
             let started = Instant::now();
             let mut runtime_opened = false;
-            let result = self.run_in_process(&config, &plan, job_name, start, &mut runtime_opened);
+            let result = self.run_in_process(
+                &config,
+                &plan,
+                job_name,
+                start,
+                &mut runtime_opened,
+                &mut checkpoint_ids,
+            );
             let error = match result {
                 Ok(mut r) => {
                     r.metrics.insert("fullRestarts".to_owned(), restarts);
@@ -239,6 +247,7 @@ impl StreamEnv {
         job_name: &str,
         start: Instant,
         runtime_opened: &mut bool,
+        checkpoint_ids: &mut u64,
     ) -> SpateResult<JobResult> {
         let role = match config.process_index {
             None => Role::Single,
@@ -251,9 +260,20 @@ impl StreamEnv {
             Arc::clone(&self.stop),
             Arc::clone(&self.progress),
         );
-        job.checkpoints = CheckpointRuntime::open(&job.config, &job.metrics)?;
+        job.checkpoints =
+            CheckpointRuntime::open(&job.config, &job.metrics, runtime_opened, *checkpoint_ids)?;
         *runtime_opened = true;
         let shared = Arc::new(job);
+        // However the run ends, a restart's checkpoint ids follow those this run began.
+        struct NoteIds<'a>(&'a mut u64, Option<Arc<CheckpointRuntime>>);
+        impl Drop for NoteIds<'_> {
+            fn drop(&mut self) {
+                if let Some(rt) = &self.1 {
+                    *self.0 = (*self.0).max(rt.highest_id());
+                }
+            }
+        }
+        let _note_ids = NoteIds(checkpoint_ids, shared.checkpoints.clone());
         let worker_shared = Arc::clone(&shared);
         let name = job_name.to_owned();
         tracing::info!(job = %name, plan = %plan.describe(), "starting job");

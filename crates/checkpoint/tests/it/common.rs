@@ -1,21 +1,13 @@
 //! Helpers: storages, deterministic payloads, a store that fails or holds on demand, a warning
 //! catcher.
 
-use std::fmt;
 use std::io;
-use std::ops::Range;
 use std::sync::{Arc, Mutex};
 
-use async_trait::async_trait;
 use bytes::Bytes;
-use futures::stream::BoxStream;
 use futures::StreamExt;
-use object_store::memory::InMemory;
 use object_store::path::Path;
-use object_store::{
-    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
-    ObjectStoreExt, PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions,
-};
+use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use spate_checkpoint::{
     CheckpointConfig, CheckpointInfo, CheckpointStorage, CompletedCheckpoint, StorageLocation,
 };
@@ -127,178 +119,6 @@ pub fn objects(loc: &StorageLocation) -> Vec<String> {
         names.sort();
         names
     })
-}
-
-/// Which operations a [`FailingStore`] rule applies to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Op {
-    Put,
-    Get,
-}
-
-struct Rule {
-    op: Op,
-    path_contains: String,
-    kind: io::ErrorKind,
-    message: String,
-}
-
-/// An in-memory store that injects I/O errors on chosen operations, and can hold puts until
-/// released (to watch a writer with uploads in flight).
-pub struct FailingStore {
-    inner: InMemory,
-    rules: Mutex<Vec<Rule>>,
-    gate: tokio::sync::watch::Sender<bool>,
-}
-
-impl fmt::Debug for FailingStore {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("FailingStore")
-    }
-}
-
-impl fmt::Display for FailingStore {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("FailingStore")
-    }
-}
-
-impl FailingStore {
-    pub fn new() -> Arc<Self> {
-        Arc::new(FailingStore {
-            inner: InMemory::new(),
-            rules: Mutex::new(Vec::new()),
-            gate: tokio::sync::watch::Sender::new(true),
-        })
-    }
-
-    /// From now on, `op` on any path containing `path_contains` fails with `kind` / `message`.
-    pub fn fail(&self, op: Op, path_contains: &str, kind: io::ErrorKind, message: &str) {
-        self.rules.lock().unwrap().push(Rule {
-            op,
-            path_contains: path_contains.to_owned(),
-            kind,
-            message: message.to_owned(),
-        });
-    }
-
-    /// No more injected failures.
-    pub fn heal(&self) {
-        self.rules.lock().unwrap().clear();
-    }
-
-    /// Puts wait until [`release_puts`](Self::release_puts).
-    pub fn hold_puts(&self) {
-        self.gate.send_replace(false);
-    }
-
-    /// Lets held and later puts through.
-    pub fn release_puts(&self) {
-        self.gate.send_replace(true);
-    }
-
-    fn check(&self, op: Op, location: &Path) -> object_store::Result<()> {
-        let rules = self.rules.lock().unwrap();
-        match rules
-            .iter()
-            .find(|r| r.op == op && location.as_ref().contains(&r.path_contains))
-        {
-            Some(r) => Err(object_store::Error::Generic {
-                store: "FailingStore",
-                source: Box::new(io::Error::new(r.kind, r.message.clone())),
-            }),
-            None => Ok(()),
-        }
-    }
-
-    /// A storage location over this store, named `failing://` in messages.
-    pub fn location(self: &Arc<Self>) -> StorageLocation {
-        StorageLocation::from_store(Arc::clone(self) as Arc<dyn ObjectStore>, "", "failing://")
-            .unwrap()
-    }
-}
-
-#[async_trait]
-impl ObjectStore for FailingStore {
-    async fn put_opts(
-        &self,
-        location: &Path,
-        payload: PutPayload,
-        opts: PutOptions,
-    ) -> object_store::Result<PutResult> {
-        let mut gate = self.gate.subscribe();
-        gate.wait_for(|open| *open).await.unwrap();
-        self.check(Op::Put, location)?;
-        self.inner.put_opts(location, payload, opts).await
-    }
-
-    async fn put_multipart_opts(
-        &self,
-        location: &Path,
-        opts: PutMultipartOptions,
-    ) -> object_store::Result<Box<dyn MultipartUpload>> {
-        self.check(Op::Put, location)?;
-        self.inner.put_multipart_opts(location, opts).await
-    }
-
-    async fn get_opts(
-        &self,
-        location: &Path,
-        options: GetOptions,
-    ) -> object_store::Result<GetResult> {
-        self.check(Op::Get, location)?;
-        self.inner.get_opts(location, options).await
-    }
-
-    async fn get_ranges(
-        &self,
-        location: &Path,
-        ranges: &[Range<u64>],
-    ) -> object_store::Result<Vec<Bytes>> {
-        self.check(Op::Get, location)?;
-        self.inner.get_ranges(location, ranges).await
-    }
-
-    fn delete_stream(
-        &self,
-        locations: BoxStream<'static, object_store::Result<Path>>,
-    ) -> BoxStream<'static, object_store::Result<Path>> {
-        self.inner.delete_stream(locations)
-    }
-
-    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
-        self.inner.list(prefix)
-    }
-
-    fn list_with_offset(
-        &self,
-        prefix: Option<&Path>,
-        offset: &Path,
-    ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
-        self.inner.list_with_offset(prefix, offset)
-    }
-
-    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
-        self.inner.list_with_delimiter(prefix).await
-    }
-
-    async fn copy_opts(
-        &self,
-        from: &Path,
-        to: &Path,
-        options: CopyOptions,
-    ) -> object_store::Result<()> {
-        self.inner.copy_opts(from, to, options).await
-    }
-
-    async fn rename_opts(
-        &self,
-        from: &Path,
-        to: &Path,
-        options: RenameOptions,
-    ) -> object_store::Result<()> {
-        self.inner.rename_opts(from, to, options).await
-    }
 }
 
 /// Runs `f` with a subscriber that records WARN and above on this thread; returns what `f`

@@ -5,9 +5,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use spate_checkpoint::{CheckpointConfig, CheckpointStorage, Verification};
 
-use crate::common::{
-    capture_warnings, checkpoint, exists, memory, payload, tamper, FailingStore, INFO,
-};
+use crate::common::{capture_warnings, checkpoint, exists, memory, payload, tamper, INFO};
 
 const FILES: [&str; 2] = ["worker-0/a.bin", "worker-1/b.bin"];
 
@@ -138,7 +136,7 @@ fn flipped_byte_in_a_file_is_caught_at_read_when_only_sizes_are_verified() {
 
 #[test]
 fn a_checkpoint_is_not_complete_before_its_manifest() {
-    let store = FailingStore::new();
+    let store = spate_checkpoint::faults::FailingStore::new();
     let storage = CheckpointStorage::new(store.location(), CheckpointConfig::default()).unwrap();
     checkpoint(&storage, 1, &FILES);
 
@@ -206,12 +204,12 @@ fn only_never_completed_checkpoints_mean_no_state() {
 
 #[test]
 fn a_storage_error_while_restoring_is_not_a_reason_to_fall_back() {
-    let store = FailingStore::new();
+    let store = spate_checkpoint::faults::FailingStore::new();
     let storage = CheckpointStorage::new(store.location(), CheckpointConfig::default()).unwrap();
     checkpoint(&storage, 1, &FILES);
     checkpoint(&storage, 2, &FILES);
     store.fail(
-        crate::common::Op::Get,
+        spate_checkpoint::faults::Op::Get,
         "chk-2/_manifest.json",
         std::io::ErrorKind::PermissionDenied,
         "access denied",

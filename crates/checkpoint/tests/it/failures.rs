@@ -6,7 +6,9 @@ use bytes::Bytes;
 use spate_checkpoint::{CheckpointConfig, CheckpointStorage, TolerableFailures};
 use spate_types::ErrorDomain;
 
-use crate::common::{checkpoint, exists, objects, payload, FailingStore, Op, INFO};
+use spate_checkpoint::faults::{FailingStore, Op};
+
+use crate::common::{checkpoint, exists, objects, payload, INFO};
 
 fn failing() -> (std::sync::Arc<FailingStore>, CheckpointStorage) {
     let store = FailingStore::new();

@@ -7,7 +7,9 @@ use spate_checkpoint::{
     CheckpointConfig, CheckpointKind, CheckpointStorage, FileEntry, Manifest, MANIFEST_FILE,
 };
 
-use crate::common::{checkpoint, exists, memory, payload, FailingStore, INFO};
+use spate_checkpoint::faults::FailingStore;
+
+use crate::common::{checkpoint, exists, memory, payload, INFO};
 
 const NAMES: [&str; 3] = [
     "worker-0/op-window-7/kg-0000.bin",

@@ -60,13 +60,17 @@ fn children(parent: u32) -> Vec<u32> {
     pids
 }
 
-fn complete_checkpoints(dir: &Path) -> usize {
+/// The id of the newest complete checkpoint (`chk-<id>` with a manifest; retention deletes
+/// older ones, so a count would stop growing).
+fn newest_checkpoint(dir: &Path) -> u64 {
     std::fs::read_dir(dir)
         .into_iter()
         .flatten()
         .flatten()
         .filter(|e| e.path().join("_manifest.json").exists())
-        .count()
+        .filter_map(|e| e.file_name().to_str()?.strip_prefix("chk-")?.parse().ok())
+        .max()
+        .unwrap_or(0)
 }
 
 fn rows_of_dir(dir: &Path) -> Vec<String> {
@@ -145,10 +149,15 @@ fn killed_processes_recover_with_exactly_once_output() {
     let mut rng = Rng(seed);
     let expected_s = events as f64 / rate as f64;
     let mut recoveries = Vec::new();
+    // The first kill after the first checkpoints; each next one at a random moment of the
+    // second after the job is back to checkpointing (so every kill lands in a running job).
+    std::thread::sleep(Duration::from_millis(
+        1500 + rng.below((expected_s * 1000.0 / (kills as f64 + 1.0)) as u64),
+    ));
     for kill in 0..kills {
-        // Spread the kills over the run: after at least one checkpoint, at a random moment.
-        let wait = 1500 + rng.below((expected_s * 1000.0 / kills as f64) as u64);
-        std::thread::sleep(Duration::from_millis(wait));
+        if kill > 0 {
+            std::thread::sleep(Duration::from_millis(rng.below(1000)));
+        }
         if supervisor.try_wait().unwrap().is_some() {
             break;
         }
@@ -157,7 +166,7 @@ fn killed_processes_recover_with_exactly_once_output() {
             continue;
         }
         let victim = before[rng.below(before.len() as u64) as usize];
-        let checkpoints = complete_checkpoints(&ckpt);
+        let checkpoints = newest_checkpoint(&ckpt);
         let killed = Instant::now();
         // SAFETY: kill(2) on a pid of this test's grandchild.
         let _ = std::process::Command::new("kill")
@@ -173,7 +182,7 @@ fn killed_processes_recover_with_exactly_once_output() {
             if up.is_none() && now.len() == 3 && now.iter().all(|p| !before.contains(p)) {
                 up = Some(killed.elapsed());
             }
-            if up.is_some() && complete_checkpoints(&ckpt) > checkpoints {
+            if up.is_some() && newest_checkpoint(&ckpt) > checkpoints {
                 break;
             }
             std::thread::sleep(Duration::from_millis(20));
@@ -214,6 +223,10 @@ fn killed_processes_recover_with_exactly_once_output() {
         "chaos: {events} events, {} kills, seed {seed}: {} rows, lost {lost}, duplicated {duplicated}, recoveries {recoveries:?}",
         recoveries.len(),
         got.len()
+    );
+    assert!(
+        !recoveries.is_empty(),
+        "at least one kill landed in the running job"
     );
     assert_eq!((lost, duplicated), (0, 0));
     assert_eq!(got, expected, "byte-identical after sorting");
