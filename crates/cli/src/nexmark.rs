@@ -130,6 +130,11 @@ pub struct RunArgs {
     /// Start from a checkpoint or savepoint: `latest` (in `--checkpoint-dir`) or a location.
     #[arg(long, requires = "checkpoint_dir")]
     pub restore: Option<String>,
+    /// When the job stops (Ctrl-C, SIGTERM, or the end of a bounded input), take a final
+    /// checkpoint and write it here as a savepoint: a self-contained snapshot that
+    /// `--restore DIR` resumes, on any number of workers and processes.
+    #[arg(long, requires = "checkpoint_dir")]
+    pub savepoint_dir: Option<String>,
     #[command(flatten)]
     pub generator: GeneratorArgs,
 }
@@ -215,6 +220,7 @@ fn run_query(args: &RunArgs) -> Result<()> {
         config.checkpoint_interval = Some(args.checkpoint_interval);
         config.restart_strategy = args.restart_strategy.clone();
         config.restore = args.restore.clone();
+        config.savepoint_dir = args.savepoint_dir.clone();
         config.supervise_single_process = true;
     }
     config.validate()?;

@@ -14,7 +14,7 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use crate::{ok, spate};
+use crate::{ok, rows_of_dir, spate};
 
 fn setting(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -71,23 +71,6 @@ fn newest_checkpoint(dir: &Path) -> u64 {
         .filter_map(|e| e.file_name().to_str()?.strip_prefix("chk-")?.parse().ok())
         .max()
         .unwrap_or(0)
-}
-
-fn rows_of_dir(dir: &Path) -> Vec<String> {
-    let mut rows: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .flatten()
-        .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
-        .flat_map(|e| {
-            std::fs::read_to_string(e.path())
-                .unwrap()
-                .lines()
-                .map(str::to_owned)
-                .collect::<Vec<_>>()
-        })
-        .collect();
-    rows.sort();
-    rows
 }
 
 fn multiset(rows: &[String]) -> BTreeMap<&str, i64> {

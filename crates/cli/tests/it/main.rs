@@ -4,6 +4,7 @@
 mod chaos;
 mod cli;
 mod nexmark;
+mod savepoints;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -28,4 +29,22 @@ pub fn ok(cmd: &mut Command) -> Output {
         String::from_utf8_lossy(&out.stdout)
     );
     out
+}
+
+/// The rows of every visible (published) part file in `dir`, sorted.
+pub fn rows_of_dir(dir: &Path) -> Vec<String> {
+    let mut rows: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
+        .flat_map(|e| {
+            std::fs::read_to_string(e.path())
+                .unwrap()
+                .lines()
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    rows.sort();
+    rows
 }
