@@ -17,10 +17,21 @@ use spate::types::{
 const EVENTS: u64 = 60_000;
 
 /// A sequence source that fails the job once `fail_after` records have been read in total.
-struct Flaky {
+pub(crate) struct Flaky {
     inner: SequenceSource,
     read: Arc<AtomicU64>,
     fail_after: u64,
+}
+
+impl Flaky {
+    /// `0..events` at `rate` records per second, failing after `fail_after` records.
+    pub(crate) fn new(events: u64, rate: f64, fail_after: u64) -> Self {
+        Flaky {
+            inner: SequenceSource::new(0, Some(events)).rate(rate),
+            read: Arc::new(AtomicU64::new(0)),
+            fail_after,
+        }
+    }
 }
 
 struct FlakyReader {
@@ -99,12 +110,8 @@ fn run(
         config.restore = restore.then(|| "latest".to_string());
     }
     let env = StreamEnv::new(config);
-    let source = Flaky {
-        // Paced so that several checkpoints complete before the failure.
-        inner: SequenceSource::new(0, Some(EVENTS)).rate(60_000.0),
-        read: Arc::new(AtomicU64::new(0)),
-        fail_after,
-    };
+    // Paced so that several checkpoints complete before the failure.
+    let source = Flaky::new(EVENTS, 60_000.0, fail_after);
     env.from_source(source)
         .assign_timestamps_and_watermarks(
             WatermarkStrategy::for_bounded_out_of_orderness(Duration::from_millis(50))
@@ -126,7 +133,7 @@ fn run(
 }
 
 /// The rows of every visible part file, sorted.
-fn rows(dir: &Path) -> Vec<String> {
+pub(crate) fn rows(dir: &Path) -> Vec<String> {
     let mut rows: Vec<String> = std::fs::read_dir(dir)
         .unwrap()
         .flatten()

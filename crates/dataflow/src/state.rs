@@ -922,10 +922,14 @@ impl<T: StateData> Drop for ListState<'_, T> {
     }
 }
 
+/// The access time of a map entry that was returned expired: it is removed when the handle
+/// drops (entries not accessed stay until they are).
+const RETURNED_EXPIRED: Timestamp = Timestamp::MIN;
+
 /// The current key's map of a [`MapStateDescriptor`] (Flink's `MapState`).
 pub struct MapState<'a, UK: StateData + Hash + Eq, UV: StateData> {
     slot: Opened<'a>,
-    /// Expired entries were returned: clean them when the handle drops.
+    /// Expired entries were returned: remove them when the handle drops.
     clean_expired: bool,
     _type: PhantomData<fn() -> (UK, UV)>,
 }
@@ -945,6 +949,7 @@ impl<UK: StateData + Hash + Eq, UV: StateData> MapState<'_, UK, UV> {
                 map.remove(key);
                 return None;
             }
+            *stamp = RETURNED_EXPIRED;
             self.clean_expired = true;
         } else if clock.on_read {
             *stamp = clock.now;
@@ -984,8 +989,11 @@ impl<UK: StateData + Hash + Eq, UV: StateData> MapState<'_, UK, UV> {
             let map = &mut self.slot.get::<MapSlot<UK, UV>>().entries;
             if !clock.return_expired {
                 map.retain(|_, (_, s)| !clock.expired(*s));
-            } else if map.values().any(|(_, s)| clock.expired(*s)) {
-                self.clean_expired = true;
+            } else {
+                for (_, s) in map.values_mut().filter(|(_, s)| clock.expired(*s)) {
+                    *s = RETURNED_EXPIRED;
+                    self.clean_expired = true;
+                }
             }
             if clock.on_read {
                 let map = self.map();
@@ -1032,8 +1040,7 @@ impl<UK: StateData + Hash + Eq, UV: StateData> MapState<'_, UK, UV> {
 impl<UK: StateData + Hash + Eq, UV: StateData> Drop for MapState<'_, UK, UV> {
     fn drop(&mut self) {
         if self.clean_expired {
-            let clock = self.slot.clock;
-            self.map().retain(|_, (_, s)| !clock.expired(*s));
+            self.map().retain(|_, (_, s)| *s != RETURNED_EXPIRED);
         }
     }
 }
