@@ -50,6 +50,12 @@ pub mod prelude {
         SingleFileSink, SocketTextSource, StdinSource, StdoutSink,
     };
     pub use spate_dataflow::{
+        AggregateFunction, AggregatingState, AggregatingStateDescriptor, CheckpointedFunction,
+        KeyedState, ListState, ListStateDescriptor, MapState, MapStateDescriptor, ReducingState,
+        ReducingStateDescriptor, StateTtlConfig, StateVisibility, UpdateType, ValueState,
+        ValueStateDescriptor,
+    };
+    pub use spate_dataflow::{
         CoGroup, CoGroupedStreams, InnerJoin, IntervalJoin, IntervalJoined, JoinContext,
         JoinEqualTo, JoinWhere, JoinWithWindow, JoinedStreams,
     };

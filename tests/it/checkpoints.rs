@@ -23,6 +23,17 @@ pub(crate) struct Flaky {
     fail_after: u64,
 }
 
+impl Flaky {
+    /// `0..events` at `rate` records per second, failing after `fail_after` records.
+    pub(crate) fn new(events: u64, rate: f64, fail_after: u64) -> Self {
+        Flaky {
+            inner: SequenceSource::new(0, Some(events)).rate(rate),
+            read: Arc::new(AtomicU64::new(0)),
+            fail_after,
+        }
+    }
+}
+
 struct FlakyReader {
     inner: Box<dyn SourceReader<u64>>,
     read: Arc<AtomicU64>,
@@ -109,12 +120,8 @@ pub(crate) fn run_windows(
     fail_after: u64,
 ) -> SpateResult<JobResult> {
     let env = StreamEnv::new(config);
-    let source = Flaky {
-        // Paced so that several checkpoints complete before the failure.
-        inner: SequenceSource::new(0, Some(EVENTS)).rate(60_000.0),
-        read: Arc::new(AtomicU64::new(0)),
-        fail_after,
-    };
+    // Paced so that several checkpoints complete before the failure.
+    let source = Flaky::new(EVENTS, 60_000.0, fail_after);
     env.from_source(source)
         .assign_timestamps_and_watermarks(
             WatermarkStrategy::for_bounded_out_of_orderness(Duration::from_millis(50))

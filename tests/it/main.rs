@@ -9,4 +9,5 @@ mod flow_control;
 mod joins;
 mod operators;
 mod sensors;
+mod state;
 mod windows;

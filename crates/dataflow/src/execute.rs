@@ -37,7 +37,7 @@ use crate::config::JobConfig;
 use crate::coordinator::{note_completed, CheckpointRuntime, Report, WorkerCheckpointer};
 use crate::metrics::Metrics;
 use crate::plan::{Epoch, ErasedStream, Flow, Plan, TStream, WStream};
-use crate::snapshot::{SharedSnapshots, SnapshotHandle, WorkerSnapshots};
+use crate::snapshot::{Cuts, SharedSnapshots, SnapshotHandle, WorkerSnapshots};
 use crate::time::{
     self, SourceWatermarks, Timestamp, WatermarkStrategy, WmMsg, MAX_WATERMARK, NO_TIMESTAMP,
 };
@@ -293,10 +293,8 @@ impl<'s> BuildCtx<'s> {
             scratch: Vec::new(),
             shared: Arc::clone(&self.shared),
             records_in: self.shared.metrics.counter(&format!("{name}.numRecordsIn")),
-            snap: self.stateful(name),
-            next_c: 1,
+            cuts: Cuts::new(self.stateful(name)),
             committed: 0,
-            stash: Vec::new(),
         };
         let scope = self.scope;
         // The sink has an (empty) output so that a probe on it sees an epoch complete only
@@ -344,19 +342,16 @@ struct SinkState<T> {
     scratch: Vec<T>,
     shared: Arc<JobShared>,
     records_in: Arc<AtomicU64>,
-    /// With checkpoints: the link to the worker's snapshots, the next cut, what is published.
-    snap: Option<SnapshotHandle>,
-    next_c: u64,
+    /// With checkpoints: the cuts (and the records held past the next one), what is published.
+    cuts: Cuts<Epoch, Vec<(Timestamp, T)>>,
     committed: u64,
-    /// Records at or after the next cut, held until it is taken: `(epoch, records)`.
-    stash: Vec<(Epoch, Vec<(Timestamp, T)>)>,
 }
 
 impl<T> SinkState<T> {
     /// Writes records, or holds them if they come after a cut not yet taken.
     fn receive(&mut self, epoch: Epoch, data: &mut Vec<(Timestamp, T)>) {
-        if self.snap.is_some() && epoch >= boundary(self.next_c) {
-            self.stash.push((epoch, std::mem::take(data)));
+        if self.cuts.holds(epoch) {
+            self.cuts.hold(epoch, std::mem::take(data));
         } else {
             self.write(data);
         }
@@ -365,33 +360,22 @@ impl<T> SinkState<T> {
     /// Takes every cut the input has passed: prepares the writer's output for it (first
     /// phase of the commit), then writes what was held for the next interval.
     fn cut(&mut self, frontier: &timely::progress::frontier::MutableAntichain<Epoch>) {
-        loop {
-            let Some(handle) = self.snap.clone() else {
-                return;
-            };
-            let b = boundary(self.next_c);
-            if frontier.less_equal(&(b - 1)) || !handle.may_snapshot(self.next_c) {
-                return;
-            }
+        while self.cuts.due(frontier) {
             let prepared = match self.writer.as_mut() {
-                Some(w) => w.pre_commit(self.next_c),
+                Some(w) => w.pre_commit(self.cuts.next()),
                 None => Ok(Vec::new()),
             };
             match prepared {
-                Ok(bytes) => handle.submit(self.next_c, bytes),
+                Ok(bytes) => {
+                    for (_, mut records) in self.cuts.taken(Some(bytes)) {
+                        self.write(&mut records);
+                    }
+                }
                 Err(e) => {
                     self.shared.fail(e);
                     self.writer = None;
                     return;
                 }
-            }
-            self.next_c += 1;
-            let next = boundary(self.next_c);
-            let held = std::mem::take(&mut self.stash);
-            let (now, later): (Vec<_>, Vec<_>) = held.into_iter().partition(|(e, _)| *e < next);
-            self.stash = later;
-            for (_, mut records) in now {
-                self.write(&mut records);
             }
         }
     }
@@ -411,7 +395,7 @@ impl<T> SinkState<T> {
 
     /// Publishes what completed checkpoints cover; `true` while something prepared waits.
     fn publish(&mut self) -> bool {
-        let Some(handle) = self.snap.as_ref() else {
+        let Some(handle) = self.cuts.handle() else {
             return false;
         };
         let completed = handle.completed();
@@ -424,7 +408,7 @@ impl<T> SinkState<T> {
             }
             self.committed = completed;
         }
-        self.next_c - 1 > self.committed
+        self.cuts.next() - 1 > self.committed
     }
 
     fn write(&mut self, data: &mut Vec<(Timestamp, T)>) {

@@ -15,6 +15,7 @@
 //! * [`DataStream`] ([`stream`]), [`KeyedStream`] ([`keyed`]), [`ConnectedStreams`] and
 //!   [`ConnectedKeyedStreams`] ([`connected`]): the API.
 //! * [`join`]: the interval join, the window join and the co-group.
+//! * [`state`]: named keyed state with TTL (Flink's state API) and operator state.
 //! * [`plan`]: the job graph the API records, replayed on every worker.
 //! * [`execute`]: the worker loop, source driving and flow control (epochs in flight).
 //! * [`cluster`]: launching and supervising local processes.
@@ -37,6 +38,7 @@ pub mod metrics;
 pub mod plan;
 pub mod process;
 mod snapshot;
+pub mod state;
 pub mod stream;
 pub mod time;
 pub mod window;
@@ -52,6 +54,12 @@ pub use join::{
 pub use keyed::KeyedStream;
 pub use process::{
     Either, KeyedCoProcessFunction, KeyedProcessFunction, OutputTag, ProcessContext, TimeDomain,
+};
+pub use state::{
+    AggregatingState, AggregatingStateDescriptor, CheckpointedFunction, KeyedState, ListState,
+    ListStateDescriptor, MapState, MapStateDescriptor, ReducingState, ReducingStateDescriptor,
+    StateData, StateTtlConfig, StateVisibility, TtlTimeCharacteristic, TtlTimeProvider, UpdateType,
+    ValueState, ValueStateDescriptor,
 };
 pub use stream::{DataStream, SinkNode};
 pub use time::{

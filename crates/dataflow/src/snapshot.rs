@@ -98,3 +98,94 @@ fn sanitize(name: &str) -> String {
         })
         .collect()
 }
+
+/// Something held back past a cut, that knows its epoch (a capability, or a bare epoch).
+pub(crate) trait AtEpoch {
+    fn epoch(&self) -> crate::plan::Epoch;
+}
+
+impl AtEpoch for crate::plan::Epoch {
+    fn epoch(&self) -> crate::plan::Epoch {
+        *self
+    }
+}
+
+impl AtEpoch for timely::dataflow::operators::Capability<crate::plan::Epoch> {
+    fn epoch(&self) -> crate::plan::Epoch {
+        *self.time()
+    }
+}
+
+/// The checkpoint cuts of a one-input stateful operator: what arrives at or after the next cut
+/// waits until the input's frontier has passed the cut and the operator has snapshotted.
+///
+/// ```text
+/// batch at epoch e ──holds(e)?──no──▶ process now
+///                        └─yes─▶ hold(at, batch)
+/// after each activation: while due(frontier) { snapshot; for (at, batch) in taken(bytes) { process } }
+/// ```
+pub(crate) struct Cuts<H, X> {
+    handle: Option<SnapshotHandle>,
+    next_c: u64,
+    held: Vec<(H, X)>,
+}
+
+impl<H: AtEpoch, X> Cuts<H, X> {
+    /// The cuts of an operator registered with `handle` (`None`: the job does not checkpoint).
+    pub(crate) fn new(handle: Option<SnapshotHandle>) -> Self {
+        Cuts {
+            handle,
+            next_c: 1,
+            held: Vec::new(),
+        }
+    }
+
+    /// Whether a batch at `epoch` must wait for the next cut.
+    pub(crate) fn holds(&self, epoch: crate::plan::Epoch) -> bool {
+        self.handle.is_some() && epoch >= crate::checkpoint::boundary(self.next_c)
+    }
+
+    /// Holds a batch until the next cut is taken.
+    pub(crate) fn hold(&mut self, at: H, batch: X) {
+        self.held.push((at, batch));
+    }
+
+    /// Whether the next cut can be taken now: nothing before it can arrive any more, and this
+    /// worker's sources have crossed it.
+    pub(crate) fn due(
+        &self,
+        frontier: &timely::progress::frontier::MutableAntichain<crate::plan::Epoch>,
+    ) -> bool {
+        self.handle.as_ref().is_some_and(|h| {
+            !frontier.less_equal(&(crate::checkpoint::boundary(self.next_c) - 1))
+                && h.may_snapshot(self.next_c)
+        })
+    }
+
+    /// Hands in the snapshot of the cut that was due (`None` when it could not be made; the
+    /// job is failing) and returns the held batches that now come before the next cut, in
+    /// epoch order.
+    pub(crate) fn taken(&mut self, bytes: Option<Vec<u8>>) -> Vec<(H, X)> {
+        if let (Some(h), Some(bytes)) = (self.handle.as_ref(), bytes) {
+            h.submit(self.next_c, bytes);
+        }
+        self.next_c += 1;
+        let next = crate::checkpoint::boundary(self.next_c);
+        let (mut now, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.held)
+            .into_iter()
+            .partition(|(at, _)| at.epoch() < next);
+        self.held = later;
+        now.sort_by_key(|(at, _)| at.epoch());
+        now
+    }
+
+    /// The checkpoint the next cut is (local index, from 1).
+    pub(crate) fn next(&self) -> u64 {
+        self.next_c
+    }
+
+    /// The link to the worker's snapshots, if the job checkpoints.
+    pub(crate) fn handle(&self) -> Option<&SnapshotHandle> {
+        self.handle.as_ref()
+    }
+}
