@@ -4,6 +4,7 @@
 mod bad_input;
 mod checkpoints;
 mod event_time;
+mod file_checkpoints;
 mod flow_control;
 mod joins;
 mod operators;

@@ -8,6 +8,16 @@
 //! reason). Every file is one split, and worker `w` of `n` reads files `i` with `i % n == w`;
 //! for parallelism, give it a directory of several files.
 //!
+//! # Checkpoints
+//!
+//! A file's split id is its index in the listing (name order), which does not depend on the
+//! number of workers. A reader's [`SourceReader::snapshot`] lists, for the file it is reading,
+//! the `csv` position (byte offset, line and record number) just after the last record it
+//! consumed, and finished files as `null`. A restore on any number of workers resumes each
+//! file at its position (after reading its header again), skips finished files, and starts
+//! files not listed from the beginning: nothing twice, nothing lost, and dead letters keep
+//! their exact line numbers. Each file also has its own watermark generator.
+//!
 //! # Bad records
 //!
 //! A record whose fields do not deserialize into `T` (a wrong type, a missing field), or whose
@@ -22,7 +32,8 @@ use std::path::{Path, PathBuf};
 
 use serde::de::DeserializeOwned;
 use spate_types::{
-    BadRecordPolicy, Source, SourceContext, SourceOutput, SourceReader, SourceStatus, SpateResult,
+    BadRecordPolicy, Source, SourceContext, SourceOutput, SourceReader, SourceStatus, SpateError,
+    SpateResult, SplitPosition,
 };
 
 use super::discover::{io_error, list_input_files, InputFile};
@@ -104,12 +115,13 @@ impl<T: DeserializeOwned + Send + 'static> Source<T> for CsvSource<T> {
 
     fn create_reader(&self, ctx: &SourceContext) -> SpateResult<Box<dyn SourceReader<T>>> {
         let all = list_input_files(&self.path, "CSV")?;
-        let files: Vec<InputFile> = ctx
-            .my_partitions(all.len())
-            .map(|i| all[i].clone())
-            .collect();
+        let ids: Vec<u64> = ctx.my_partitions(all.len()).map(|i| i as u64).collect();
+        let files: Vec<InputFile> = ids.iter().map(|&i| all[i as usize].clone()).collect();
         let total_bytes = files.iter().map(|f| f.len).sum();
         Ok(Box::new(CsvReader {
+            resume: vec![None; files.len()],
+            ids,
+            finished: Vec::new(),
             files,
             next_file: 0,
             current: None,
@@ -134,6 +146,12 @@ struct OpenCsv {
 /// One worker's reader of a [`CsvSource`].
 struct CsvReader<T> {
     files: Vec<InputFile>,
+    /// The stable split id of each file: its index in the listing of all files.
+    ids: Vec<u64>,
+    /// After a restore: where each file goes on (`None`: from its beginning).
+    resume: Vec<Option<csv::Position>>,
+    /// The ids of the files this reader (or, before a restore, an earlier run) finished.
+    finished: Vec<u64>,
     next_file: usize,
     current: Option<OpenCsv>,
     has_headers: bool,
@@ -165,6 +183,9 @@ impl<T> CsvReader<T> {
         } else {
             None
         };
+        if let Some(pos) = self.resume[file].clone() {
+            reader.seek(pos).map_err(|e| csv_io_error(path, e))?;
+        }
         Ok(OpenCsv {
             file,
             reader,
@@ -253,7 +274,7 @@ impl<T: DeserializeOwned> SourceReader<T> for CsvReader<T> {
                 }
                 let open = self.open(self.next_file)?;
                 // Each file is a split with its own watermark generator.
-                out.split(self.next_file as u32);
+                out.split(self.ids[self.next_file] as u32);
                 self.next_file += 1;
                 self.current = Some(open);
                 continue;
@@ -282,7 +303,9 @@ impl<T: DeserializeOwned> SourceReader<T> for CsvReader<T> {
                 },
                 Ok(false) => {
                     self.done_bytes += input.len;
-                    out.split_finished(open.file as u32);
+                    let id = self.ids[open.file];
+                    self.finished.push(id);
+                    out.split_finished(id as u32);
                     self.current = None;
                     continue;
                 }
@@ -309,6 +332,84 @@ impl<T: DeserializeOwned> SourceReader<T> for CsvReader<T> {
             open.reader.position().byte().min(self.files[open.file].len)
         });
         Some((self.done_bytes + current, self.total_bytes))
+    }
+
+    /// Finished files as `null`, the file being read as the `csv` position after its last
+    /// consumed record, restored files not opened yet as their restored position; files not
+    /// started are not listed.
+    fn snapshot(&self) -> Option<Vec<SplitPosition>> {
+        let mut positions: Vec<SplitPosition> = self
+            .finished
+            .iter()
+            .map(|&id| SplitPosition {
+                split: id,
+                position: serde_json::Value::Null,
+            })
+            .collect();
+        if let Some(open) = &self.current {
+            let pos = open.reader.position();
+            positions.push(SplitPosition {
+                split: self.ids[open.file],
+                position: serde_json::json!({
+                    "byte": pos.byte(),
+                    "line": pos.line(),
+                    "record": pos.record(),
+                }),
+            });
+        }
+        // Restored files not opened yet keep their positions.
+        for i in self.next_file..self.files.len() {
+            if let Some(pos) = &self.resume[i] {
+                positions.push(SplitPosition {
+                    split: self.ids[i],
+                    position: serde_json::json!({
+                        "byte": pos.byte(),
+                        "line": pos.line(),
+                        "record": pos.record(),
+                    }),
+                });
+            }
+        }
+        Some(positions)
+    }
+
+    fn restore(&mut self, positions: &[SplitPosition]) -> SpateResult<()> {
+        let mut keep = Vec::with_capacity(self.files.len());
+        for (i, &id) in self.ids.iter().enumerate() {
+            match positions.iter().find(|p| p.split == id) {
+                None => keep.push((i, None)),
+                Some(p) if p.position.is_null() => {
+                    self.finished.push(id);
+                    self.done_bytes += self.files[i].len;
+                }
+                Some(p) => {
+                    let field = |name: &str| p.position[name].as_u64();
+                    let (Some(byte), Some(line), Some(record)) =
+                        (field("byte"), field("line"), field("record"))
+                    else {
+                        return Err(SpateError::Config(format!(
+                            "checkpoint: CSV file {} has a bad position {}",
+                            self.files[i].display, p.position
+                        )));
+                    };
+                    if byte > self.files[i].len {
+                        return Err(SpateError::Config(format!(
+                            "checkpoint: CSV file {} is shorter than its checkpointed position {byte} (input files must not change)",
+                            self.files[i].display
+                        )));
+                    }
+                    let mut pos = csv::Position::new();
+                    pos.set_byte(byte).set_line(line).set_record(record);
+                    self.done_bytes += byte;
+                    keep.push((i, Some(pos)));
+                }
+            }
+        }
+        self.files = keep.iter().map(|(i, _)| self.files[*i].clone()).collect();
+        self.ids = keep.iter().map(|(i, _)| self.ids[*i]).collect();
+        self.resume = keep.into_iter().map(|(_, pos)| pos).collect();
+        self.next_file = 0;
+        Ok(())
     }
 }
 
