@@ -3,6 +3,7 @@
 
 mod bad_input;
 mod checkpoints;
+mod dedup;
 mod event_time;
 mod file_checkpoints;
 mod flow_control;
