@@ -13,7 +13,8 @@
 //! A file's split id is its index in the listing (name order), which does not depend on the
 //! number of workers. A reader's [`SourceReader::snapshot`] lists, for the file it is reading,
 //! the `csv` position (byte offset, line and record number) just after the last record it
-//! consumed, and finished files as `null`. A restore on any number of workers resumes each
+//! consumed, and its finished files, each with the file's name (a restore onto other files
+//! fails with a clear error). A restore on any number of workers resumes each
 //! file at its position (after reading its header again), skips finished files, and starts
 //! files not listed from the beginning: nothing twice, nothing lost, and dead letters keep
 //! their exact line numbers. Each file also has its own watermark generator.
@@ -150,8 +151,8 @@ struct CsvReader<T> {
     ids: Vec<u64>,
     /// After a restore: where each file goes on (`None`: from its beginning).
     resume: Vec<Option<csv::Position>>,
-    /// The ids of the files this reader (or, before a restore, an earlier run) finished.
-    finished: Vec<u64>,
+    /// The files this reader (or, before a restore, an earlier run) finished: id and name.
+    finished: Vec<(u64, String)>,
     next_file: usize,
     current: Option<OpenCsv>,
     has_headers: bool,
@@ -304,7 +305,7 @@ impl<T: DeserializeOwned> SourceReader<T> for CsvReader<T> {
                 Ok(false) => {
                     self.done_bytes += input.len;
                     let id = self.ids[open.file];
-                    self.finished.push(id);
+                    self.finished.push((id, file_name(&input.path)));
                     out.split_finished(id as u32);
                     self.current = None;
                     continue;
@@ -334,40 +335,24 @@ impl<T: DeserializeOwned> SourceReader<T> for CsvReader<T> {
         Some((self.done_bytes + current, self.total_bytes))
     }
 
-    /// Finished files as `null`, the file being read as the `csv` position after its last
-    /// consumed record, restored files not opened yet as their restored position; files not
-    /// started are not listed.
+    /// Every file this reader has started, by name: the `csv` position after its last
+    /// consumed record, or a `null` byte when it is finished. Restored files not opened yet
+    /// keep their restored position; files not started are not listed.
     fn snapshot(&self) -> Option<Vec<SplitPosition>> {
         let mut positions: Vec<SplitPosition> = self
             .finished
             .iter()
-            .map(|&id| SplitPosition {
-                split: id,
-                position: serde_json::Value::Null,
-            })
+            .map(|(id, name)| csv_position(*id, name, None))
             .collect();
         if let Some(open) = &self.current {
+            let name = file_name(&self.files[open.file].path);
             let pos = open.reader.position();
-            positions.push(SplitPosition {
-                split: self.ids[open.file],
-                position: serde_json::json!({
-                    "byte": pos.byte(),
-                    "line": pos.line(),
-                    "record": pos.record(),
-                }),
-            });
+            positions.push(csv_position(self.ids[open.file], &name, Some(pos)));
         }
-        // Restored files not opened yet keep their positions.
         for i in self.next_file..self.files.len() {
             if let Some(pos) = &self.resume[i] {
-                positions.push(SplitPosition {
-                    split: self.ids[i],
-                    position: serde_json::json!({
-                        "byte": pos.byte(),
-                        "line": pos.line(),
-                        "record": pos.record(),
-                    }),
-                });
+                let name = file_name(&self.files[i].path);
+                positions.push(csv_position(self.ids[i], &name, Some(pos)));
             }
         }
         Some(positions)
@@ -376,34 +361,41 @@ impl<T: DeserializeOwned> SourceReader<T> for CsvReader<T> {
     fn restore(&mut self, positions: &[SplitPosition]) -> SpateResult<()> {
         let mut keep = Vec::with_capacity(self.files.len());
         for (i, &id) in self.ids.iter().enumerate() {
-            match positions.iter().find(|p| p.split == id) {
-                None => keep.push((i, None)),
-                Some(p) if p.position.is_null() => {
-                    self.finished.push(id);
-                    self.done_bytes += self.files[i].len;
-                }
-                Some(p) => {
-                    let field = |name: &str| p.position[name].as_u64();
-                    let (Some(byte), Some(line), Some(record)) =
-                        (field("byte"), field("line"), field("record"))
-                    else {
-                        return Err(SpateError::Config(format!(
-                            "checkpoint: CSV file {} has a bad position {}",
-                            self.files[i].display, p.position
-                        )));
-                    };
-                    if byte > self.files[i].len {
-                        return Err(SpateError::Config(format!(
-                            "checkpoint: CSV file {} is shorter than its checkpointed position {byte} (input files must not change)",
-                            self.files[i].display
-                        )));
-                    }
-                    let mut pos = csv::Position::new();
-                    pos.set_byte(byte).set_line(line).set_record(record);
-                    self.done_bytes += byte;
-                    keep.push((i, Some(pos)));
-                }
+            let Some(p) = positions.iter().find(|p| p.split == id) else {
+                keep.push((i, None));
+                continue;
+            };
+            let file = &self.files[i];
+            let name = file_name(&file.path);
+            let bad = |why: String| {
+                SpateError::Config(format!(
+                    "checkpoint: CSV file {} {why}; the input files must not change between a checkpoint and its restore",
+                    file.display
+                ))
+            };
+            if p.position["file"].as_str() != Some(&name) {
+                return Err(bad(format!("was {} in the checkpoint", p.position["file"])));
             }
+            if p.position["byte"].is_null() {
+                self.done_bytes += file.len;
+                self.finished.push((id, name));
+                continue;
+            }
+            let field = |name: &str| p.position[name].as_u64();
+            let (Some(byte), Some(line), Some(record)) =
+                (field("byte"), field("line"), field("record"))
+            else {
+                return Err(bad(format!("has a bad position {}", p.position)));
+            };
+            if byte > file.len {
+                return Err(bad(format!(
+                    "is shorter than its checkpointed position {byte}"
+                )));
+            }
+            let mut pos = csv::Position::new();
+            pos.set_byte(byte).set_line(line).set_record(record);
+            self.done_bytes += byte;
+            keep.push((i, Some(pos)));
         }
         self.files = keep.iter().map(|(i, _)| self.files[*i].clone()).collect();
         self.ids = keep.iter().map(|(i, _)| self.ids[*i]).collect();
@@ -411,6 +403,27 @@ impl<T: DeserializeOwned> SourceReader<T> for CsvReader<T> {
         self.next_file = 0;
         Ok(())
     }
+}
+
+/// The checkpoint position of file `id` named `name`: at `pos`, or finished.
+fn csv_position(id: u64, name: &str, pos: Option<&csv::Position>) -> SplitPosition {
+    SplitPosition {
+        split: id,
+        position: serde_json::json!({
+            "file": name,
+            "byte": pos.map(csv::Position::byte),
+            "line": pos.map(csv::Position::line),
+            "record": pos.map(csv::Position::record),
+        }),
+    }
+}
+
+/// The name of an input file, without its directory (so a moved input still restores).
+fn file_name(path: &Path) -> String {
+    path.file_name().map_or_else(
+        || path.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    )
 }
 
 #[cfg(test)]

@@ -46,7 +46,9 @@
 //! number of workers. A reader's [`SourceReader::snapshot`] lists, for each split it has
 //! started, the byte offset just after the last line it consumed and, when known, the number
 //! of newlines before that offset (so that dead letters after a restore keep their exact line
-//! numbers without a recount); finished splits are listed as `null`. A restore on any number of
+//! numbers without a recount), or that it is finished; with the split's file name and start,
+//! so that a restore onto changed input (a file added, removed or resized, another split size)
+//! fails with a clear error instead of reading the wrong bytes. A restore on any number of
 //! workers hands every new reader all positions; it keeps those of its own splits and resumes
 //! each at its offset (a line start, so no partial line is skipped), finished splits are not
 //! read again, and splits not listed start from their beginning. Nothing is read twice and
@@ -606,8 +608,8 @@ struct JsonLinesReader<T> {
     /// This reader's splits, in file and offset order.
     splits: Vec<Planned>,
     next_split: usize,
-    /// The ids of the splits this reader (or, before a restore, an earlier run) finished.
-    finished: Vec<u64>,
+    /// The splits this reader (or, before a restore, an earlier run) finished.
+    finished: Vec<Planned>,
     cursor: Option<SplitCursor>,
     /// The buffer of the last finished split, reused by the next one.
     spare_buf: Vec<u8>,
@@ -673,9 +675,9 @@ impl<T> SourceReader<T> for JsonLinesReader<T> {
                     if let Some(done) = self.cursor.take() {
                         self.spare_buf = done.buf;
                     }
-                    let id = self.splits[self.next_split - 1].id;
-                    self.finished.push(id);
-                    out.split_finished(split_mark(id));
+                    let planned = self.splits[self.next_split - 1];
+                    self.finished.push(planned);
+                    out.split_finished(split_mark(planned.id));
                     continue;
                 }
                 Err(e) => {
@@ -716,35 +718,24 @@ impl<T> SourceReader<T> for JsonLinesReader<T> {
         Some((self.done_bytes + current, self.total_bytes))
     }
 
-    /// Finished splits as `null`; the split being read as the offset after its last consumed
-    /// line and the newlines before it (when counted); restored splits not opened yet as their
-    /// restored position. Splits not started are not listed.
+    /// Every split this reader has started: its file's name and start (to refuse a restore
+    /// onto changed input), and the offset after its last consumed line with the newlines
+    /// before it (when counted), or a `null` offset when it is finished. Restored splits not
+    /// opened yet keep their restored position; splits not started are not listed.
     fn snapshot(&self) -> Option<Vec<SplitPosition>> {
         let mut positions: Vec<SplitPosition> = self
             .finished
             .iter()
-            .map(|&id| SplitPosition {
-                split: id,
-                position: serde_json::Value::Null,
-            })
+            .map(|planned| self.position(planned, None))
             .collect();
         if let Some(cursor) = &self.cursor {
-            let id = self.splits[self.next_split - 1].id;
-            positions.push(SplitPosition {
-                split: id,
-                position: serde_json::json!({
-                    "offset": cursor.head_pos,
-                    "line": self.base_lines.map(|base| base + cursor.newlines),
-                }),
-            });
+            let planned = &self.splits[self.next_split - 1];
+            let line = self.base_lines.map(|base| base + cursor.newlines);
+            positions.push(self.position(planned, Some((cursor.head_pos, line))));
         }
-        // Restored splits not opened yet keep their positions.
         for planned in &self.splits[self.next_split..] {
             if let Some(resume) = planned.resume {
-                positions.push(SplitPosition {
-                    split: planned.id,
-                    position: serde_json::json!({ "offset": resume.offset, "line": resume.line }),
-                });
+                positions.push(self.position(planned, Some((resume.offset, resume.line))));
             }
         }
         Some(positions)
@@ -753,37 +744,70 @@ impl<T> SourceReader<T> for JsonLinesReader<T> {
     fn restore(&mut self, positions: &[SplitPosition]) -> SpateResult<()> {
         let mut kept = Vec::with_capacity(self.splits.len());
         for mut planned in std::mem::take(&mut self.splits) {
-            match positions.iter().find(|p| p.split == planned.id) {
-                None => kept.push(planned),
-                Some(p) if p.position.is_null() => {
-                    self.finished.push(planned.id);
-                    self.done_bytes += planned.split.len();
-                }
-                Some(p) => {
-                    let offset = p.position["offset"]
-                        .as_u64()
-                        .filter(|&o| o >= planned.split.start && o <= self.files[planned.split.file].len)
-                        .ok_or_else(|| {
-                            SpateError::Config(format!(
-                                "checkpoint: JSON-lines split {} has a bad position {} (did the input files change?)",
-                                planned.id, p.position
-                            ))
-                        })?;
-                    planned.resume = Some(Resume {
-                        offset,
-                        line: p.position["line"].as_u64(),
-                    });
-                    self.done_bytes += offset
-                        .saturating_sub(planned.split.start)
-                        .min(planned.split.len());
-                    kept.push(planned);
-                }
+            let Some(p) = positions.iter().find(|p| p.split == planned.id) else {
+                kept.push(planned);
+                continue;
+            };
+            let file = &self.files[planned.split.file];
+            let bad = |why: &str| {
+                SpateError::Config(format!(
+                    "checkpoint: JSON-lines split {} ({}) {why}; the input files must not change between a checkpoint and its restore",
+                    planned.id, file.display
+                ))
+            };
+            if p.position["file"].as_str() != Some(&file_name(&file.path))
+                || p.position["start"].as_u64() != Some(planned.split.start)
+            {
+                return Err(bad(&format!(
+                    "was {} at byte {} in the checkpoint",
+                    p.position["file"], p.position["start"]
+                )));
             }
+            if p.position["offset"].is_null() {
+                self.done_bytes += planned.split.len();
+                self.finished.push(planned);
+                continue;
+            }
+            let offset = p.position["offset"]
+                .as_u64()
+                .filter(|&o| o >= planned.split.start && o <= file.len)
+                .ok_or_else(|| bad(&format!("has a bad position {}", p.position)))?;
+            planned.resume = Some(Resume {
+                offset,
+                line: p.position["line"].as_u64(),
+            });
+            self.done_bytes += offset
+                .saturating_sub(planned.split.start)
+                .min(planned.split.len());
+            kept.push(planned);
         }
         self.splits = kept;
         self.next_split = 0;
         Ok(())
     }
+}
+
+impl<T> JsonLinesReader<T> {
+    /// The checkpoint position of `planned`: at `(offset, newlines before it)`, or finished.
+    fn position(&self, planned: &Planned, at: Option<(u64, Option<u64>)>) -> SplitPosition {
+        SplitPosition {
+            split: planned.id,
+            position: serde_json::json!({
+                "file": file_name(&self.files[planned.split.file].path),
+                "start": planned.split.start,
+                "offset": at.map(|(offset, _)| offset),
+                "line": at.and_then(|(_, line)| line),
+            }),
+        }
+    }
+}
+
+/// The name of an input file, without its directory (so a moved input still restores).
+fn file_name(path: &Path) -> String {
+    path.file_name().map_or_else(
+        || path.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    )
 }
 
 /// The id of a split as a watermark split mark (ids beyond `u32` share marks, which only

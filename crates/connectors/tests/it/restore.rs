@@ -171,3 +171,42 @@ fn csv_files_resume_exactly_with_and_without_headers() {
         check_resume(&source, 4);
     }
 }
+
+#[test]
+fn a_restore_onto_changed_input_is_refused_in_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    for (ext, head, row) in [
+        ("jsonl", "", "{\"id\": 1, \"name\": \"a\"}\n"),
+        ("csv", "id,price\n", "1,2.5\n"),
+    ] {
+        let input = dir.path().join(ext);
+        std::fs::create_dir(&input).unwrap();
+        let text = format!("{head}{}", row.repeat(50));
+        std::fs::write(input.join(format!("b.{ext}")), &text).unwrap();
+        let json: Box<dyn Source<Rec>> = Box::new(JsonLinesSource::<Rec>::new(&input));
+        let csv: Box<dyn Source<Row>> = Box::new(CsvSource::<Row>::new(&input));
+        let snapshot: Vec<SplitPosition> = if ext == "jsonl" {
+            let mut r = readers(json.as_ref(), 1);
+            poll_readers(&mut r, Some(1), 3, &mut Emitted::default());
+            r[0].snapshot().unwrap()
+        } else {
+            let mut r = readers(csv.as_ref(), 1);
+            poll_readers(&mut r, Some(1), 3, &mut Emitted::default());
+            r[0].snapshot().unwrap()
+        };
+        assert_eq!(snapshot.len(), 1);
+        // A file that sorts first shifts every split id.
+        std::fs::write(input.join(format!("a.{ext}")), &text).unwrap();
+        let err = if ext == "jsonl" {
+            readers(json.as_ref(), 1)[0].restore(&snapshot).unwrap_err()
+        } else {
+            readers(csv.as_ref(), 1)[0].restore(&snapshot).unwrap_err()
+        };
+        let msg = err.to_string();
+        assert!(
+            msg.contains("must not change") && msg.contains(&format!("a.{ext}")),
+            "{msg}"
+        );
+        assert_eq!(msg.lines().count(), 1, "{msg}");
+    }
+}
