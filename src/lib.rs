@@ -60,10 +60,10 @@ pub mod prelude {
         JoinEqualTo, JoinWhere, JoinWithWindow, JoinedStreams,
     };
     pub use spate_dataflow::{
-        ConnectedKeyedStreams, ConnectedStreams, DataStream, Either, JobConfig, JobResult,
-        KeyedCoProcessFunction, KeyedProcessFunction, KeyedStream, OutputTag, ProcessContext,
-        SinkNode, StreamEnv, TimeDomain, Timestamp, WatermarkGenerator, WatermarkStrategy,
-        MAX_WATERMARK, NO_TIMESTAMP,
+        ConnectedKeyedStreams, ConnectedStreams, DataStream, DedupConfig, Either, JobConfig,
+        JobResult, KeyedCoProcessFunction, KeyedProcessFunction, KeyedStream, OutputTag,
+        ProcessContext, SinkNode, StreamEnv, TimeDomain, Timestamp, WatermarkGenerator,
+        WatermarkStrategy, MAX_WATERMARK, NO_TIMESTAMP,
     };
     pub use spate_types::{BadRecordPolicy, Data, DeadLetter, SpateError, SpateResult, Value};
 }

@@ -4,7 +4,9 @@
 mod bad_input;
 mod checkpoint_failures;
 mod checkpoints;
+mod dedup;
 mod event_time;
+mod file_checkpoints;
 mod flow_control;
 mod joins;
 mod operators;

@@ -24,6 +24,13 @@
 //! * [`sinks::StdoutSink`], [`sinks::CollectSink`] (for tests), [`sinks::DiscardSink`] (for
 //!   benchmarks).
 //!
+//! Under checkpoints, the file sources and the generators replay from their split positions,
+//! and the two file sinks commit in two phases (in progress → pending at the snapshot →
+//! finished when the checkpoint completes), so together they are exactly once; the dead letters
+//! go through a [`files::SingleFileSink`] and are exactly once too. The socket and stdin
+//! sources cannot replay (at most once after a restore), and the stdout and collect sinks
+//! cannot take output back (at least once).
+//!
 //! Malformed input follows each source's [`BadRecordPolicy`](spate_types::BadRecordPolicy):
 //! fail the job with the origin and line, drop and count, or route to the dead letters. Errors
 //! are [`SpateError`](spate_types::SpateError)s with one-line messages that name the file or

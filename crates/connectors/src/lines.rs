@@ -6,6 +6,10 @@
 //! reader instead of buffering without limit). The reader on the worker thread only takes
 //! what is already in the channel: [`SourceStatus::Idle`] when nothing is, and
 //! [`SourceStatus::Finished`] once the input ended and every line was delivered.
+//!
+//! A socket or stdin cannot be read again, so these readers have no split positions
+//! ([`SourceReader::snapshot`] is `None`): after a restore they go on with whatever the input
+//! gives next (at most once). The file sources replay exactly.
 
 use std::io::{self, Read};
 use std::net::{Shutdown, TcpStream};

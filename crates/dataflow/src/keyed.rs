@@ -7,7 +7,6 @@
 use std::hash::Hash;
 use std::sync::Arc;
 
-use spate_types::keygroup::{key_group, worker_for_key_group};
 use spate_types::Data;
 
 use crate::connected::ConnectedKeyedStreams;
@@ -15,11 +14,6 @@ use crate::stream::DataStream;
 
 /// Extracts a record's key.
 pub(crate) type KeyFn<K, T> = Arc<dyn Fn(&T) -> K + Send + Sync>;
-
-/// The exchange route of a key: the worker that owns its key group.
-pub(crate) fn key_route<K: Hash>(key: &K, max_parallelism: u32, peers: usize) -> u64 {
-    worker_for_key_group(key_group(key, max_parallelism), max_parallelism, peers) as u64
-}
 
 /// A stream partitioned by a key of type `K`.
 pub struct KeyedStream<K, T> {

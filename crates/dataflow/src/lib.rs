@@ -16,6 +16,7 @@
 //!   [`ConnectedKeyedStreams`] ([`connected`]): the API.
 //! * [`join`]: the interval join, the window join and the co-group.
 //! * [`state`]: named keyed state with TTL (Flink's state API) and operator state.
+//! * [`dedup`]: record-id deduplication (Bloom filters over exact id stores, event-time buckets).
 //! * [`plan`]: the job graph the API records, replayed on every worker.
 //! * [`execute`]: the worker loop, source driving and flow control (epochs in flight).
 //! * [`cluster`]: launching and supervising local processes.
@@ -30,6 +31,7 @@ pub mod cluster;
 pub mod config;
 pub mod connected;
 mod coordinator;
+pub mod dedup;
 pub mod env;
 pub mod execute;
 pub mod join;
@@ -45,6 +47,7 @@ pub mod window;
 
 pub use config::{JobConfig, RestartStrategy};
 pub use connected::{ConnectedKeyedStreams, ConnectedStreams};
+pub use dedup::DedupConfig;
 pub use env::{JobResult, Role, StopHandle, StreamEnv};
 pub use execute::{request_stop, Progress};
 pub use join::{

@@ -26,6 +26,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rustc_hash::FxBuildHasher;
+use spate_types::keygroup::{key_group, worker_for_key_group, KeyGroup};
 use spate_types::{Data, SpateError, SpateResult};
 use timely::container::CapacityContainerBuilder;
 use timely::dataflow::channels::pact::{Exchange, Pipeline};
@@ -33,7 +34,7 @@ use timely::dataflow::operators::{Capability, Operator};
 
 use crate::checkpoint::boundary;
 use crate::execute::{BuildCtx, JobShared};
-use crate::keyed::{key_route, KeyFn, KeyedStream};
+use crate::keyed::{KeyFn, KeyedStream};
 use crate::plan::{Epoch, ErasedStream, Flow, NodeKind, TStream, WStream};
 use crate::stream::{add_node, DataStream};
 use crate::time::{processing_time_now, Timestamp, WmGate, WmMsg, WmTracker, NO_TIMESTAMP};
@@ -400,8 +401,31 @@ where
     O: Clone + 'static,
     F: KeyedProcessFunction<K, I, O>,
 {
+    build_keyed_process_grouped(ctx, input, key, f, name, key_group::<K>)
+}
+
+/// [`build_keyed_process`] with the key group of a key given by `group` (for operators whose
+/// keys *are* key groups, such as dedup): records are routed, and restored state is kept, by
+/// `group(key, max_parallelism)`.
+pub(crate) fn build_keyed_process_grouped<'s, K, I, O, F>(
+    ctx: &mut BuildCtx<'s>,
+    input: Flow<'s, I>,
+    key: KeyFn<K, I>,
+    f: Arc<F>,
+    name: &str,
+    group: fn(&K, u32) -> KeyGroup,
+) -> Flow<'s, Tagged<O>>
+where
+    K: Data + Hash + Eq,
+    I: Data,
+    O: Clone + 'static,
+    F: KeyedProcessFunction<K, I, O>,
+{
     let (maxp, peers) = (ctx.config().max_parallelism, ctx.peers());
     let route = Arc::clone(&key);
+    let key_route = move |k: &K, maxp: u32, peers: usize| {
+        worker_for_key_group(group(k, maxp), maxp, peers) as u64
+    };
     let pact = Exchange::new(move |x: &(Timestamp, I)| key_route(&route(&x.1), maxp, peers));
     let wm = ctx.exchange_wm(input.wm, name);
     let scope = ctx.scope;

@@ -8,6 +8,17 @@
 //! reason). Every file is one split, and worker `w` of `n` reads files `i` with `i % n == w`;
 //! for parallelism, give it a directory of several files.
 //!
+//! # Checkpoints
+//!
+//! A file's split id is its index in the listing (name order), which does not depend on the
+//! number of workers. A reader's [`SourceReader::snapshot`] lists, for the file it is reading,
+//! the `csv` position (byte offset, line and record number) just after the last record it
+//! consumed, and its finished files, each with the file's name (a restore onto other files
+//! fails with a clear error). A restore on any number of workers resumes each
+//! file at its position (after reading its header again), skips finished files, and starts
+//! files not listed from the beginning: nothing twice, nothing lost, and dead letters keep
+//! their exact line numbers. Each file also has its own watermark generator.
+//!
 //! # Bad records
 //!
 //! A record whose fields do not deserialize into `T` (a wrong type, a missing field), or whose
@@ -22,7 +33,8 @@ use std::path::{Path, PathBuf};
 
 use serde::de::DeserializeOwned;
 use spate_types::{
-    BadRecordPolicy, Source, SourceContext, SourceOutput, SourceReader, SourceStatus, SpateResult,
+    BadRecordPolicy, Source, SourceContext, SourceOutput, SourceReader, SourceStatus, SpateError,
+    SpateResult, SplitPosition,
 };
 
 use super::discover::{io_error, list_input_files, InputFile};
@@ -104,12 +116,13 @@ impl<T: DeserializeOwned + Send + 'static> Source<T> for CsvSource<T> {
 
     fn create_reader(&self, ctx: &SourceContext) -> SpateResult<Box<dyn SourceReader<T>>> {
         let all = list_input_files(&self.path, "CSV")?;
-        let files: Vec<InputFile> = ctx
-            .my_partitions(all.len())
-            .map(|i| all[i].clone())
-            .collect();
+        let ids: Vec<u64> = ctx.my_partitions(all.len()).map(|i| i as u64).collect();
+        let files: Vec<InputFile> = ids.iter().map(|&i| all[i as usize].clone()).collect();
         let total_bytes = files.iter().map(|f| f.len).sum();
         Ok(Box::new(CsvReader {
+            resume: vec![None; files.len()],
+            ids,
+            finished: Vec::new(),
             files,
             next_file: 0,
             current: None,
@@ -134,6 +147,12 @@ struct OpenCsv {
 /// One worker's reader of a [`CsvSource`].
 struct CsvReader<T> {
     files: Vec<InputFile>,
+    /// The stable split id of each file: its index in the listing of all files.
+    ids: Vec<u64>,
+    /// After a restore: where each file goes on (`None`: from its beginning).
+    resume: Vec<Option<csv::Position>>,
+    /// The files this reader (or, before a restore, an earlier run) finished: id and name.
+    finished: Vec<(u64, String)>,
     next_file: usize,
     current: Option<OpenCsv>,
     has_headers: bool,
@@ -165,6 +184,9 @@ impl<T> CsvReader<T> {
         } else {
             None
         };
+        if let Some(pos) = self.resume[file].clone() {
+            reader.seek(pos).map_err(|e| csv_io_error(path, e))?;
+        }
         Ok(OpenCsv {
             file,
             reader,
@@ -253,7 +275,7 @@ impl<T: DeserializeOwned> SourceReader<T> for CsvReader<T> {
                 }
                 let open = self.open(self.next_file)?;
                 // Each file is a split with its own watermark generator.
-                out.split(self.next_file as u32);
+                out.split(self.ids[self.next_file] as u32);
                 self.next_file += 1;
                 self.current = Some(open);
                 continue;
@@ -282,7 +304,9 @@ impl<T: DeserializeOwned> SourceReader<T> for CsvReader<T> {
                 },
                 Ok(false) => {
                     self.done_bytes += input.len;
-                    out.split_finished(open.file as u32);
+                    let id = self.ids[open.file];
+                    self.finished.push((id, file_name(&input.path)));
+                    out.split_finished(id as u32);
                     self.current = None;
                     continue;
                 }
@@ -310,6 +334,96 @@ impl<T: DeserializeOwned> SourceReader<T> for CsvReader<T> {
         });
         Some((self.done_bytes + current, self.total_bytes))
     }
+
+    /// Every file this reader has started, by name: the `csv` position after its last
+    /// consumed record, or a `null` byte when it is finished. Restored files not opened yet
+    /// keep their restored position; files not started are not listed.
+    fn snapshot(&self) -> Option<Vec<SplitPosition>> {
+        let mut positions: Vec<SplitPosition> = self
+            .finished
+            .iter()
+            .map(|(id, name)| csv_position(*id, name, None))
+            .collect();
+        if let Some(open) = &self.current {
+            let name = file_name(&self.files[open.file].path);
+            let pos = open.reader.position();
+            positions.push(csv_position(self.ids[open.file], &name, Some(pos)));
+        }
+        for i in self.next_file..self.files.len() {
+            if let Some(pos) = &self.resume[i] {
+                let name = file_name(&self.files[i].path);
+                positions.push(csv_position(self.ids[i], &name, Some(pos)));
+            }
+        }
+        Some(positions)
+    }
+
+    fn restore(&mut self, positions: &[SplitPosition]) -> SpateResult<()> {
+        let mut keep = Vec::with_capacity(self.files.len());
+        for (i, &id) in self.ids.iter().enumerate() {
+            let Some(p) = positions.iter().find(|p| p.split == id) else {
+                keep.push((i, None));
+                continue;
+            };
+            let file = &self.files[i];
+            let name = file_name(&file.path);
+            let bad = |why: String| {
+                SpateError::Config(format!(
+                    "checkpoint: CSV file {} {why}; the input files must not change between a checkpoint and its restore",
+                    file.display
+                ))
+            };
+            if p.position["file"].as_str() != Some(&name) {
+                return Err(bad(format!("was {} in the checkpoint", p.position["file"])));
+            }
+            if p.position["byte"].is_null() {
+                self.done_bytes += file.len;
+                self.finished.push((id, name));
+                continue;
+            }
+            let field = |name: &str| p.position[name].as_u64();
+            let (Some(byte), Some(line), Some(record)) =
+                (field("byte"), field("line"), field("record"))
+            else {
+                return Err(bad(format!("has a bad position {}", p.position)));
+            };
+            if byte > file.len {
+                return Err(bad(format!(
+                    "is shorter than its checkpointed position {byte}"
+                )));
+            }
+            let mut pos = csv::Position::new();
+            pos.set_byte(byte).set_line(line).set_record(record);
+            self.done_bytes += byte;
+            keep.push((i, Some(pos)));
+        }
+        self.files = keep.iter().map(|(i, _)| self.files[*i].clone()).collect();
+        self.ids = keep.iter().map(|(i, _)| self.ids[*i]).collect();
+        self.resume = keep.into_iter().map(|(_, pos)| pos).collect();
+        self.next_file = 0;
+        Ok(())
+    }
+}
+
+/// The checkpoint position of file `id` named `name`: at `pos`, or finished.
+fn csv_position(id: u64, name: &str, pos: Option<&csv::Position>) -> SplitPosition {
+    SplitPosition {
+        split: id,
+        position: serde_json::json!({
+            "file": name,
+            "byte": pos.map(csv::Position::byte),
+            "line": pos.map(csv::Position::line),
+            "record": pos.map(csv::Position::record),
+        }),
+    }
+}
+
+/// The name of an input file, without its directory (so a moved input still restores).
+fn file_name(path: &Path) -> String {
+    path.file_name().map_or_else(
+        || path.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    )
 }
 
 #[cfg(test)]

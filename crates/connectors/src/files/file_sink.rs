@@ -15,8 +15,10 @@
 //!
 //! A writer dropped without `close` (a failed job) leaves its in-progress part behind, hidden.
 //!
-//! Parts are finished at once for now (at least once on restart); exactly-once output, where
-//! parts stay pending until a checkpoint completes, comes with checkpoints.
+//! Without checkpoints, parts are finished at once. Under checkpoints they commit in two
+//! phases: a part closed before a checkpoint's cut stays pending (hidden) until that checkpoint
+//! completes, and a restore publishes what its checkpoint had pending, so output is exactly
+//! once.
 
 use std::collections::BTreeMap;
 use std::fs;

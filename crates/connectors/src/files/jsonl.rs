@@ -39,6 +39,24 @@
 //! decoder rejects (invalid UTF-8, malformed JSON, a wrong type, a missing field) is a bad
 //! record and follows the [`BadRecordPolicy`].
 //!
+//! # Checkpoints
+//!
+//! Each split is a checkpointed unit with a stable id: its number in the plan above (file
+//! order, then byte order), which depends only on the files and the split size, never on the
+//! number of workers. A reader's [`SourceReader::snapshot`] lists, for each split it has
+//! started, the byte offset just after the last line it consumed and, when known, the number
+//! of newlines before that offset (so that dead letters after a restore keep their exact line
+//! numbers without a recount), or that it is finished; with the split's file name and start,
+//! so that a restore onto changed input (a file added, removed or resized, another split size)
+//! fails with a clear error instead of reading the wrong bytes. A restore on any number of
+//! workers hands every new reader all positions; it keeps those of its own splits and resumes
+//! each at its offset (a line start, so no partial line is skipped), finished splits are not
+//! read again, and splits not listed start from their beginning. Nothing is read twice and
+//! nothing is lost, provided the files and the split size stay the same.
+//!
+//! Each split also has its own watermark generator ([`SourceOutput::split`]), as in Flink's
+//! split-aware file source.
+//!
 //! The input files must not change while the job reads them.
 
 use std::fs::File;
@@ -50,7 +68,7 @@ use memmap2::{Mmap, MmapOptions};
 use serde::de::DeserializeOwned;
 use spate_types::{
     BadRecordPolicy, Source, SourceContext, SourceOutput, SourceReader, SourceStatus, SpateError,
-    SpateResult,
+    SpateResult, SplitPosition,
 };
 
 use super::discover::{io_error, list_input_files, InputFile};
@@ -193,14 +211,22 @@ impl<T: Send + 'static> Source<T> for JsonLinesSource<T> {
     fn create_reader(&self, ctx: &SourceContext) -> SpateResult<Box<dyn SourceReader<T>>> {
         let files = list_input_files(&self.path, "JSON-lines")?;
         let all = plan_splits(&files, self.split_size);
-        let splits: Vec<Split> = ctx.my_partitions(all.len()).map(|i| all[i]).collect();
-        let total_bytes = splits.iter().map(Split::len).sum();
+        let splits: Vec<Planned> = ctx
+            .my_partitions(all.len())
+            .map(|i| Planned {
+                id: i as u64,
+                split: all[i],
+                resume: None,
+            })
+            .collect();
+        let total_bytes = splits.iter().map(|p| p.split.len()).sum();
         Ok(Box::new(JsonLinesReader {
             decoder: Arc::clone(&self.decoder),
             policy: self.policy.clone(),
             files,
             splits,
             next_split: 0,
+            finished: Vec::new(),
             cursor: None,
             spare_buf: Vec::new(),
             block_size: self.block_size,
@@ -228,6 +254,22 @@ impl Split {
     fn len(&self) -> u64 {
         self.end - self.start
     }
+}
+
+/// One of a reader's splits: its stable id (its number in the plan of all splits) and, after a
+/// restore, where to resume it.
+#[derive(Debug, Clone, Copy)]
+struct Planned {
+    id: u64,
+    split: Split,
+    resume: Option<Resume>,
+}
+
+/// Where a restored split goes on: a line start, and the newlines before it if known.
+#[derive(Debug, Clone, Copy)]
+struct Resume {
+    offset: u64,
+    line: Option<u64>,
 }
 
 /// Cuts every file into splits of `split_size` bytes (the last one of a file may be shorter);
@@ -277,7 +319,8 @@ struct SplitCursor {
 }
 
 impl SplitCursor {
-    /// Opens `split` of `path`, skipping to its first line. With `map_window`, a regular file
+    /// Opens `split` of `path`, skipping to its first line (or, with `resume_at`, at that
+    /// offset, which must be a line start inside the split or its end). With `map_window`, a regular file
     /// is read through memory-mapped windows of that size (no copy); otherwise, and for other
     /// files, with `read` calls of `block_size` bytes into `buf`.
     fn open(
@@ -286,13 +329,16 @@ impl SplitCursor {
         mut buf: Vec<u8>,
         block_size: usize,
         map_window: Option<usize>,
+        resume_at: Option<u64>,
     ) -> io::Result<Self> {
         let mut file = File::open(path)?;
         let meta = file.metadata()?;
         let map_window = map_window.filter(|_| meta.is_file());
+        // A restored split resumes at a line start: nothing to skip.
+        let from = resume_at.unwrap_or(split.start);
         if map_window.is_none() {
-            if split.start > 0 {
-                file.seek(SeekFrom::Start(split.start))?;
+            if from > 0 {
+                file.seek(SeekFrom::Start(from))?;
             }
             if buf.len() < block_size {
                 buf.resize(block_size, 0);
@@ -308,14 +354,14 @@ impl SplitCursor {
             head: 0,
             len: 0,
             scanned: 0,
-            head_pos: split.start,
-            begin: split.start,
+            head_pos: from,
+            begin: from,
             lines: 0,
             newlines: 0,
             eof: false,
             done: false,
         };
-        if split.start > 0 {
+        if resume_at.is_none() && split.start > 0 {
             cursor.skip_partial_line()?;
         }
         cursor.begin = cursor.head_pos;
@@ -560,8 +606,10 @@ struct JsonLinesReader<T> {
     policy: BadRecordPolicy,
     files: Vec<InputFile>,
     /// This reader's splits, in file and offset order.
-    splits: Vec<Split>,
+    splits: Vec<Planned>,
     next_split: usize,
+    /// The splits this reader (or, before a restore, an earlier run) finished.
+    finished: Vec<Planned>,
     cursor: Option<SplitCursor>,
     /// The buffer of the last finished split, reused by the next one.
     spare_buf: Vec<u8>,
@@ -588,7 +636,7 @@ impl<T> SourceReader<T> for JsonLinesReader<T> {
                 return Ok(SourceStatus::More);
             }
             let Some(cursor) = self.cursor.as_mut() else {
-                let Some(&split) = self.splits.get(self.next_split) else {
+                let Some(&planned) = self.splits.get(self.next_split) else {
                     return Ok(if produced {
                         SourceStatus::More
                     } else {
@@ -596,15 +644,20 @@ impl<T> SourceReader<T> for JsonLinesReader<T> {
                     });
                 };
                 self.next_split += 1;
+                let split = planned.split;
                 let path = &self.files[split.file].path;
                 let buf = std::mem::take(&mut self.spare_buf);
                 // Small splits are read: mapping costs system calls that only pay off on
                 // large ones.
                 let map_window = self.map_window.filter(|_| split.len() >= MIN_MAPPED_SPLIT);
-                let cursor = SplitCursor::open(path, split, buf, self.block_size, map_window)
-                    .map_err(|e| io_error(path, "cannot read the JSON-lines input file", e))?;
+                let resume_at = planned.resume.map(|r| r.offset);
+                let cursor =
+                    SplitCursor::open(path, split, buf, self.block_size, map_window, resume_at)
+                        .map_err(|e| io_error(path, "cannot read the JSON-lines input file", e))?;
                 self.cursor = Some(cursor);
-                self.base_lines = None;
+                self.base_lines = planned.resume.and_then(|r| r.line);
+                // Each split has its own watermark generator.
+                out.split(split_mark(planned.id));
                 continue;
             };
             let (split, begin) = (cursor.split, cursor.begin);
@@ -622,6 +675,9 @@ impl<T> SourceReader<T> for JsonLinesReader<T> {
                     if let Some(done) = self.cursor.take() {
                         self.spare_buf = done.buf;
                     }
+                    let planned = self.splits[self.next_split - 1];
+                    self.finished.push(planned);
+                    out.split_finished(split_mark(planned.id));
                     continue;
                 }
                 Err(e) => {
@@ -661,6 +717,103 @@ impl<T> SourceReader<T> for JsonLinesReader<T> {
         let current = self.cursor.as_ref().map_or(0, SplitCursor::consumed);
         Some((self.done_bytes + current, self.total_bytes))
     }
+
+    /// Every split this reader has started: its file's name and start (to refuse a restore
+    /// onto changed input), and the offset after its last consumed line with the newlines
+    /// before it (when counted), or a `null` offset when it is finished. Restored splits not
+    /// opened yet keep their restored position; splits not started are not listed.
+    fn snapshot(&self) -> Option<Vec<SplitPosition>> {
+        let mut positions: Vec<SplitPosition> = self
+            .finished
+            .iter()
+            .map(|planned| self.position(planned, None))
+            .collect();
+        if let Some(cursor) = &self.cursor {
+            let planned = &self.splits[self.next_split - 1];
+            let line = self.base_lines.map(|base| base + cursor.newlines);
+            positions.push(self.position(planned, Some((cursor.head_pos, line))));
+        }
+        for planned in &self.splits[self.next_split..] {
+            if let Some(resume) = planned.resume {
+                positions.push(self.position(planned, Some((resume.offset, resume.line))));
+            }
+        }
+        Some(positions)
+    }
+
+    fn restore(&mut self, positions: &[SplitPosition]) -> SpateResult<()> {
+        let mut kept = Vec::with_capacity(self.splits.len());
+        for mut planned in std::mem::take(&mut self.splits) {
+            let Some(p) = positions.iter().find(|p| p.split == planned.id) else {
+                kept.push(planned);
+                continue;
+            };
+            let file = &self.files[planned.split.file];
+            let bad = |why: &str| {
+                SpateError::Config(format!(
+                    "checkpoint: JSON-lines split {} ({}) {why}; the input files must not change between a checkpoint and its restore",
+                    planned.id, file.display
+                ))
+            };
+            if p.position["file"].as_str() != Some(&file_name(&file.path))
+                || p.position["start"].as_u64() != Some(planned.split.start)
+            {
+                return Err(bad(&format!(
+                    "was {} at byte {} in the checkpoint",
+                    p.position["file"], p.position["start"]
+                )));
+            }
+            if p.position["offset"].is_null() {
+                self.done_bytes += planned.split.len();
+                self.finished.push(planned);
+                continue;
+            }
+            let offset = p.position["offset"]
+                .as_u64()
+                .filter(|&o| o >= planned.split.start && o <= file.len)
+                .ok_or_else(|| bad(&format!("has a bad position {}", p.position)))?;
+            planned.resume = Some(Resume {
+                offset,
+                line: p.position["line"].as_u64(),
+            });
+            self.done_bytes += offset
+                .saturating_sub(planned.split.start)
+                .min(planned.split.len());
+            kept.push(planned);
+        }
+        self.splits = kept;
+        self.next_split = 0;
+        Ok(())
+    }
+}
+
+impl<T> JsonLinesReader<T> {
+    /// The checkpoint position of `planned`: at `(offset, newlines before it)`, or finished.
+    fn position(&self, planned: &Planned, at: Option<(u64, Option<u64>)>) -> SplitPosition {
+        SplitPosition {
+            split: planned.id,
+            position: serde_json::json!({
+                "file": file_name(&self.files[planned.split.file].path),
+                "start": planned.split.start,
+                "offset": at.map(|(offset, _)| offset),
+                "line": at.and_then(|(_, line)| line),
+            }),
+        }
+    }
+}
+
+/// The name of an input file, without its directory (so a moved input still restores).
+fn file_name(path: &Path) -> String {
+    path.file_name().map_or_else(
+        || path.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    )
+}
+
+/// The id of a split as a watermark split mark (ids beyond `u32` share marks, which only
+/// merges their watermark generators).
+fn split_mark(id: u64) -> u32 {
+    id as u32
 }
 
 #[cfg(test)]
@@ -683,7 +836,8 @@ mod tests {
             .into_iter()
             .map(|split| {
                 let window = map.then_some(block);
-                let mut cursor = SplitCursor::open(path, split, Vec::new(), block, window).unwrap();
+                let mut cursor =
+                    SplitCursor::open(path, split, Vec::new(), block, window, None).unwrap();
                 let mut lines = Vec::new();
                 while let Some((_, line)) = cursor.next_line().unwrap() {
                     lines.push(line.to_vec());

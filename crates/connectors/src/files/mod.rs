@@ -5,7 +5,8 @@
 //! * [`CsvSource`]: CSV rows from a file or directory, one split per file.
 //! * [`FileSink`]: rolling part files in a directory (JSON lines, CSV or custom lines), after
 //!   Flink's `FileSink`.
-//! * [`SingleFileSink`]: one file written by worker 0, for small streams routed there.
+//! * [`SingleFileSink`]: one file written by worker 0, for small streams routed there (and the
+//!   dead letters); exactly once under checkpoints, as the `FileSink` is.
 //!
 //! Sources read a directory as its regular files in name order, skipping names that start
 //! with `.` or `_`; sinks write unfinished files under `.`-names, so a job can read another

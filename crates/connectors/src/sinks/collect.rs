@@ -1,5 +1,8 @@
 //! The collect sink, for tests: every record written by every worker of this process, in one
 //! shared `Vec`.
+//!
+//! **At least once** under checkpoints: records are visible as soon as they are written, so a
+//! run restarted in place from a checkpoint adds the records after the checkpoint again.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 

@@ -7,6 +7,11 @@
 //! A closed pipe (`spate ... | head`) is not an error: like `ripgrep` and other Unix tools, the
 //! writer then stops writing quietly (it logs once at debug level and discards the rest), so
 //! the job ends normally instead of failing or panicking. Other write errors fail the job.
+//!
+//! **At least once** under checkpoints: printed lines cannot be taken back, so after a failure
+//! and a restore the records between the checkpoint and the failure are printed again. Use the
+//! [`FileSink`](crate::files::FileSink) or [`SingleFileSink`](crate::files::SingleFileSink)
+//! (two-phase commit) for exactly-once output.
 
 use std::io::{self, Write};
 use std::marker::PhantomData;

@@ -4,6 +4,7 @@ mod csv;
 mod file_sink;
 mod generators;
 mod jsonl;
+mod restore;
 mod single_file;
 mod sinks;
 mod socket;
