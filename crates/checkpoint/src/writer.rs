@@ -339,6 +339,26 @@ impl CheckpointWriter {
             .collect()
     }
 
+    /// The entries added with [`add_existing`](Self::add_existing), sorted by name: files of
+    /// earlier checkpoints (incremental) or of other processes. A process that does not complete
+    /// the checkpoint itself reports these too.
+    pub fn existing_files(&self) -> Vec<FileEntry> {
+        self.inner
+            .lock()
+            .files
+            .values()
+            .filter_map(|slot| match slot {
+                Slot::Existing(e) => Some(e.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Whether the checkpoint has the file `name` (uploaded, uploading or added).
+    pub fn contains(&self, name: &str) -> bool {
+        self.inner.lock().files.contains_key(name)
+    }
+
     /// Completes the checkpoint in the background and returns at once: waits for every upload,
     /// fails if any failed (deleting what this writer uploaded), checks the files added with
     /// [`add_existing`](Self::add_existing), writes the manifest with `metadata` (source

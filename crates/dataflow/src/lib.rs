@@ -37,11 +37,12 @@ pub mod metrics;
 pub mod plan;
 pub mod process;
 mod snapshot;
+mod state;
 pub mod stream;
 pub mod time;
 pub mod window;
 
-pub use config::{JobConfig, RestartStrategy};
+pub use config::{JobConfig, RestartStrategy, StateBackend};
 pub use connected::{ConnectedKeyedStreams, ConnectedStreams};
 pub use env::{JobResult, Role, StopHandle, StreamEnv};
 pub use execute::{request_stop, Progress};
