@@ -8,4 +8,5 @@ mod flow_control;
 mod joins;
 mod operators;
 mod sensors;
+mod state_backends;
 mod windows;

@@ -479,7 +479,7 @@ impl WorkerCheckpointer {
             match result {
                 // A later checkpoint completed first and covers this one: not a failure.
                 Err(e) if pending.was_subsumed() => {
-                    tracing::debug!(checkpoint = self.rt.base + c, %e, "checkpoint subsumed");
+                    tracing::info!(checkpoint = self.rt.base + c, %e, "checkpoint subsumed");
                 }
                 Ok(done) => {
                     self.rt.completed.fetch_add(1, Ordering::Relaxed);
