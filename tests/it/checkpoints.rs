@@ -8,7 +8,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use spate::dataflow::{AggregateFunction, TimeWindow, TumblingEventTimeWindows, WindowContext};
+use spate::dataflow::{
+    AggregateFunction, StateBackend, TimeWindow, TumblingEventTimeWindows, WindowContext,
+};
 use spate::prelude::*;
 use spate::types::{
     Source, SourceContext, SourceOutput, SourceReader, SourceStatus, SplitPosition,
@@ -103,7 +105,19 @@ fn run(
     checkpoints: Option<(&Path, bool)>,
     fail_after: u64,
 ) -> SpateResult<JobResult> {
+    run_with(out, workers, checkpoints, fail_after, StateBackend::Memory)
+}
+
+/// [`run`] with a state backend.
+fn run_with(
+    out: &Path,
+    workers: usize,
+    checkpoints: Option<(&Path, bool)>,
+    fail_after: u64,
+    backend: StateBackend,
+) -> SpateResult<JobResult> {
     let mut config = JobConfig::local(workers);
+    config.state_backend = backend;
     if let Some((dir, restore)) = checkpoints {
         config.checkpoint_interval = Some(Duration::from_millis(100));
         config.checkpoint_dir = Some(dir.display().to_string());
@@ -161,6 +175,21 @@ pub(crate) fn rows(dir: &Path) -> Vec<String> {
 }
 
 fn recover(before: usize, after: usize) {
+    recover_with(before, after, StateBackend::Memory, StateBackend::Memory);
+}
+
+/// The disk backend with a cache smaller than the keys and short chains of deltas, so that
+/// state goes through the B-tree and restores read base + deltas.
+fn small_disk() -> StateBackend {
+    StateBackend::Disk {
+        dir: None,
+        cache_keys: 3,
+        full_every: 2,
+    }
+}
+
+/// [`recover`] with the state backend of the failing run and of the restored one.
+fn recover_with(before: usize, after: usize, first: StateBackend, second: StateBackend) {
     let tmp = tempfile::tempdir().unwrap();
     let (expected_dir, out, ckpt) = (
         tmp.path().join("e"),
@@ -171,11 +200,11 @@ fn recover(before: usize, after: usize) {
     let expected = rows(&expected_dir);
     assert_eq!(expected.len(), 7 * 60, "7 keys × 60 windows");
 
-    let failed = run(&out, before, Some((&ckpt, false)), EVENTS / 2);
+    let failed = run_with(&out, before, Some((&ckpt, false)), EVENTS / 2, first);
     assert!(failed.is_err(), "the first run fails");
     let partial = rows(&out);
     assert!(partial.len() < expected.len());
-    let result = run(&out, after, Some((&ckpt, true)), u64::MAX).unwrap();
+    let result = run_with(&out, after, Some((&ckpt, true)), u64::MAX, second).unwrap();
     assert_eq!(
         rows(&out),
         expected,
@@ -202,6 +231,22 @@ fn a_failed_job_restored_from_its_checkpoint_writes_exactly_the_failure_free_out
 fn a_restore_on_another_number_of_workers_moves_whole_key_groups() {
     recover(2, 3);
     recover(3, 1);
+}
+
+#[test]
+fn with_the_disk_backend_a_restored_job_writes_exactly_the_failure_free_output() {
+    recover_with(2, 2, small_disk(), small_disk());
+}
+
+#[test]
+fn with_the_disk_backend_a_restore_on_more_workers_moves_whole_key_groups() {
+    recover_with(2, 3, small_disk(), small_disk());
+}
+
+#[test]
+fn incremental_checkpoints_restore_into_the_memory_backend_and_back() {
+    recover_with(2, 1, small_disk(), StateBackend::Memory);
+    recover_with(1, 2, StateBackend::Memory, small_disk());
 }
 
 #[test]

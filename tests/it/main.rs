@@ -12,4 +12,5 @@ mod joins;
 mod operators;
 mod sensors;
 mod state;
+mod state_backends;
 mod windows;

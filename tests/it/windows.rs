@@ -43,6 +43,19 @@ fn config(workers: usize) -> JobConfig {
     c
 }
 
+/// [`config`] with window state on disk (when `disk`) behind a cache of 2 keys (of 6).
+fn config_backend(workers: usize, disk: bool) -> JobConfig {
+    let mut c = config(workers);
+    if disk {
+        c.state_backend = spate::dataflow::StateBackend::Disk {
+            dir: None,
+            cache_keys: 2,
+            full_every: 4,
+        };
+    }
+    c
+}
+
 fn with_time(env: &StreamEnv, input: Vec<Rec>, bound: i64) -> DataStream<Rec> {
     env.from_collection(input).assign_timestamps_and_watermarks(
         WatermarkStrategy::for_bounded_out_of_orderness(Duration::from_millis(bound as u64))
@@ -142,9 +155,10 @@ proptest! {
         size in 1i64..200,
         slides in 1i64..4,
         workers in 1usize..4,
+        disk in any::<bool>(),
     ) {
         let slide = (size / slides).max(1);
-        let env = StreamEnv::new(config(workers));
+        let env = StreamEnv::new(config_backend(workers, disk));
         let out = with_time(&env, input.clone(), 40)
             .key_by(|r: &Rec| r.0)
             .window(SlidingEventTimeWindows::of(
@@ -184,8 +198,13 @@ proptest! {
     }
 
     #[test]
-    fn sessions_merge_like_the_oracle(input in stream(30), gap in 1i64..120, workers in 1usize..4) {
-        let env = StreamEnv::new(config(workers));
+    fn sessions_merge_like_the_oracle(
+        input in stream(30),
+        gap in 1i64..120,
+        workers in 1usize..4,
+        disk in any::<bool>(),
+    ) {
+        let env = StreamEnv::new(config_backend(workers, disk));
         let out = with_time(&env, input.clone(), 30)
             .key_by(|r: &Rec| r.0)
             .window(EventTimeSessionWindows::with_gap(Duration::from_millis(gap as u64)))

@@ -147,10 +147,16 @@ impl StorageLocation {
     /// How messages name the object at `path` (a path inside this store).
     pub(crate) fn describe(&self, path: &Path) -> String {
         let full = path.as_ref();
-        let rel = full
+        let Some(rel) = full
             .strip_prefix(self.root.as_ref())
             .map(|r| r.trim_start_matches('/'))
-            .unwrap_or(full);
+        else {
+            // Beside the root: a file that a checkpoint shares with an earlier one.
+            return match self.display.strip_suffix(self.root.as_ref()) {
+                Some(base) if !self.root.as_ref().is_empty() => format!("{base}{full}"),
+                _ => format!("{}/{full}", self.display),
+            };
+        };
         if rel.is_empty() {
             self.display.clone()
         } else {
@@ -165,11 +171,24 @@ impl StorageLocation {
                 io::Error::new(e.kind(), format!("cannot create checkpoint directory: {e}")),
             )
         })?;
-        let fs = LocalFileSystem::new_with_prefix(&dir)
+        // A checkpoint directory `<root>/chk-<id>` opens at its root, so that the files it
+        // shares with earlier checkpoints (incremental) are reachable beside it.
+        let (root, prefix) = match (
+            dir.file_name().and_then(|n| n.to_str()),
+            dir.parent().filter(|p| !p.as_os_str().is_empty()),
+        ) {
+            (Some(name), Some(parent))
+                if crate::manifest::parse_checkpoint_dir_name(name).is_some() =>
+            {
+                (parent.to_path_buf(), name.to_owned())
+            }
+            _ => (dir.clone(), String::new()),
+        };
+        let fs = LocalFileSystem::new_with_prefix(&root)
             .map_err(|e| {
                 SpateError::from(Failure::store(
                     "cannot open checkpoint directory",
-                    dir.display().to_string(),
+                    root.display().to_string(),
                     &e,
                 ))
             })?
@@ -177,7 +196,7 @@ impl StorageLocation {
             // Deleting a checkpoint's files leaves no empty directories behind.
             .with_automatic_cleanup(true);
         let display = dir.display().to_string();
-        Self::from_store(Arc::new(fs), "", display)
+        Self::from_store(Arc::new(fs), &prefix, display)
     }
 
     #[cfg_attr(

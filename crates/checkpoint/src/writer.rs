@@ -339,6 +339,26 @@ impl CheckpointWriter {
             .collect()
     }
 
+    /// The entries added with [`add_existing`](Self::add_existing), sorted by name: files of
+    /// earlier checkpoints (incremental) or of other processes. A process that does not complete
+    /// the checkpoint itself reports these too.
+    pub fn existing_files(&self) -> Vec<FileEntry> {
+        self.inner
+            .lock()
+            .files
+            .values()
+            .filter_map(|slot| match slot {
+                Slot::Existing(e) => Some(e.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Whether the checkpoint has the file `name` (uploaded, uploading or added).
+    pub fn contains(&self, name: &str) -> bool {
+        self.inner.lock().files.contains_key(name)
+    }
+
     /// Completes the checkpoint in the background and returns at once: waits for every upload,
     /// fails if any failed (deleting what this writer uploaded), checks the files added with
     /// [`add_existing`](Self::add_existing), writes the manifest with `metadata` (source
@@ -539,7 +559,14 @@ impl WriterInner {
                 )));
             }
         }
-        if let Err(e) = self.check_existing(&files).await {
+        if let Err((e, gone_owner)) = self.check_existing(&files).await {
+            // A file of an earlier checkpoint is gone once a later checkpoint completed and
+            // retention no longer needed it: an incremental checkpoint that built on it is
+            // superseded (as a subsumed one is), not failed; the engine builds on newer ones.
+            let newest = self.storage.registry().newest_completed;
+            if gone_owner.is_some_and(|owner| newest.is_some_and(|n| n > owner)) {
+                self.subsumed.store(true, Ordering::Release);
+            }
             self.delete_written().await;
             return Err(e);
         }
@@ -557,6 +584,14 @@ impl WriterInner {
             metadata,
         };
         let path = join(&self.dir, MANIFEST_FILE);
+        // No retention pass runs between the manifest's put and the release of this writer's
+        // pins: a pass that listed the manifests before the put must still see the pins of the
+        // files the new manifest shares with earlier checkpoints.
+        let retention_guard = if self.kind == CheckpointKind::Checkpoint {
+            Some(self.storage.retention.lock().await)
+        } else {
+            None
+        };
         // One put: atomic on every object_store backend (see `CheckpointStorage`).
         if let Err(e) = self
             .target
@@ -591,6 +626,7 @@ impl WriterInner {
             }
             // This checkpoint is complete: it no longer needs to be kept out of retention.
             self.release();
+            drop(retention_guard);
             match retention::apply(&self.storage).await {
                 Ok(report) => Some(report),
                 Err(e) => {
@@ -612,7 +648,8 @@ impl WriterInner {
     }
 
     /// Checks that every file added with `add_existing` is in storage with its size.
-    async fn check_existing(&self, files: &[FileEntry]) -> SpateResult<()> {
+    /// On error, also the owning checkpoint of a missing file of an earlier checkpoint.
+    async fn check_existing(&self, files: &[FileEntry]) -> Result<(), (SpateError, Option<u64>)> {
         let mut by_owner: BTreeMap<u64, Vec<&FileEntry>> = BTreeMap::new();
         {
             let st = self.lock();
@@ -628,31 +665,39 @@ impl WriterInner {
             } else {
                 sibling_dir(&self.dir, owner)
             };
-            let present = list_files(&self.target, &dir).await?;
+            let present = list_files(&self.target, &dir)
+                .await
+                .map_err(|e| (e, None))?;
             for f in entries {
                 let path = join(&dir, &f.name);
                 match present.get(&f.name) {
                     None => {
-                        return Err(Failure::new(
-                            self.target.describe(&path),
-                            io::ErrorKind::NotFound,
-                            format!(
-                                "checkpoint {} refers to this file, but it is not in storage",
-                                self.id
-                            ),
-                        )
-                        .to_error())
+                        return Err((
+                            Failure::new(
+                                self.target.describe(&path),
+                                io::ErrorKind::NotFound,
+                                format!(
+                                    "checkpoint {} refers to this file, but it is not in storage",
+                                    self.id
+                                ),
+                            )
+                            .to_error(),
+                            (owner != self.id).then_some(owner),
+                        ))
                     }
                     Some(&size) if size != f.size_bytes => {
-                        return Err(Failure::new(
-                            self.target.describe(&path),
-                            io::ErrorKind::InvalidData,
-                            format!(
-                                "checkpoint {} expects {} bytes, storage has {size}",
-                                self.id, f.size_bytes
-                            ),
-                        )
-                        .to_error())
+                        return Err((
+                            Failure::new(
+                                self.target.describe(&path),
+                                io::ErrorKind::InvalidData,
+                                format!(
+                                    "checkpoint {} expects {} bytes, storage has {size}",
+                                    self.id, f.size_bytes
+                                ),
+                            )
+                            .to_error(),
+                            None,
+                        ))
                     }
                     Some(_) => {}
                 }

@@ -135,6 +135,18 @@ pub struct RunArgs {
     /// `--restore DIR` resumes, on any number of workers and processes.
     #[arg(long, requires = "checkpoint_dir")]
     pub savepoint_dir: Option<String>,
+    /// Where keyed state lives: `memory` (the heap; full checkpoints) or `disk[:DIR]` (an
+    /// embedded B-tree per worker and operator under DIR or the temporary directory, with a
+    /// cache of hot keys and incremental checkpoints).
+    #[arg(long, default_value = "memory")]
+    pub state_backend: spate_dataflow::StateBackend,
+    /// With `--state-backend disk`: keys each operator instance caches in memory.
+    #[arg(long, default_value_t = spate_dataflow::StateBackend::DEFAULT_CACHE_KEYS)]
+    pub state_cache_keys: usize,
+    /// With `--state-backend disk`: incremental checkpoints between two full ones (0: every
+    /// checkpoint is full).
+    #[arg(long, default_value_t = spate_dataflow::StateBackend::DEFAULT_FULL_EVERY)]
+    pub full_checkpoint_every: u32,
     #[command(flatten)]
     pub generator: GeneratorArgs,
 }
@@ -223,6 +235,14 @@ fn run_query(args: &RunArgs) -> Result<()> {
         config.savepoint_dir = args.savepoint_dir.clone();
         config.supervise_single_process = true;
     }
+    config.state_backend = match args.state_backend.clone() {
+        spate_dataflow::StateBackend::Disk { dir, .. } => spate_dataflow::StateBackend::Disk {
+            dir,
+            cache_keys: args.state_cache_keys,
+            full_every: args.full_checkpoint_every,
+        },
+        memory => memory,
+    };
     config.validate()?;
     let env = StreamEnv::new(config);
     let total_workers = args.workers * args.processes;

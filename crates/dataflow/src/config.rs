@@ -49,6 +49,9 @@ pub struct JobConfig {
     pub savepoint_dir: Option<String>,
     /// How the supervisor restarts a checkpointed job whose process died.
     pub restart_strategy: RestartStrategy,
+    /// Where keyed operators keep the state of their keys: on the heap (the default), or on
+    /// local disk with incremental checkpoints (see [`StateBackend`]).
+    pub state_backend: StateBackend,
     /// Set in a process the supervisor started: it runs workers and never supervises.
     pub supervised: bool,
     /// Runs even a one-process checkpointed job as a child of a supervisor, which restarts it
@@ -143,6 +146,60 @@ impl std::str::FromStr for RestartStrategy {
     }
 }
 
+/// Where keyed operators (process functions, windows, joins) keep the state of their keys
+/// (Flink's state backends).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StateBackend {
+    /// A hash map on the heap per operator instance; checkpoints are full snapshots. The
+    /// fastest, for state that fits in memory.
+    Memory,
+    /// An embedded B-tree (redb) per worker and operator on local disk, behind a write-back
+    /// cache of hot keys, for state larger than memory. Checkpoints are incremental: only keys
+    /// changed since the previous completed checkpoint are uploaded.
+    Disk {
+        /// The local directory under which each run makes a scratch directory (removed when
+        /// the run ends); `None`: the system's temporary directory.
+        dir: Option<std::path::PathBuf>,
+        /// Keys each operator instance keeps in memory.
+        cache_keys: usize,
+        /// Incremental checkpoints between two full ones (a restore reads at most this many
+        /// deltas after a base); 0 makes every checkpoint full.
+        full_every: u32,
+    },
+}
+
+impl StateBackend {
+    /// Keys cached in memory per operator instance by default.
+    pub const DEFAULT_CACHE_KEYS: usize = 100_000;
+    /// Incremental checkpoints between full ones by default.
+    pub const DEFAULT_FULL_EVERY: u32 = 10;
+
+    /// The disk backend with default settings under `dir` (or the temporary directory).
+    pub fn disk(dir: Option<std::path::PathBuf>) -> Self {
+        StateBackend::Disk {
+            dir,
+            cache_keys: Self::DEFAULT_CACHE_KEYS,
+            full_every: Self::DEFAULT_FULL_EVERY,
+        }
+    }
+}
+
+impl std::str::FromStr for StateBackend {
+    type Err = SpateError;
+
+    /// `memory`, `disk`, or `disk:DIR`.
+    fn from_str(s: &str) -> Result<Self, SpateError> {
+        match s.split_once(':') {
+            None if s == "memory" => Ok(StateBackend::Memory),
+            None if s == "disk" => Ok(StateBackend::disk(None)),
+            Some(("disk", dir)) if !dir.is_empty() => Ok(StateBackend::disk(Some(dir.into()))),
+            _ => Err(SpateError::Config(format!(
+                "state backend `{s}`: expected memory, disk or disk:DIR"
+            ))),
+        }
+    }
+}
+
 impl Default for JobConfig {
     fn default() -> Self {
         JobConfig {
@@ -163,6 +220,7 @@ impl Default for JobConfig {
             restore: None,
             savepoint_dir: None,
             restart_strategy: RestartStrategy::default(),
+            state_backend: StateBackend::Memory,
             supervised: false,
             supervise_single_process: false,
         }
@@ -226,6 +284,9 @@ impl JobConfig {
         }
         if self.epoch_max_records == 0 || self.max_epochs_in_flight == 0 || self.poll_batch == 0 {
             return bad("epoch size, epochs in flight and poll batch must be at least 1".into());
+        }
+        if let StateBackend::Disk { cache_keys: 0, .. } = self.state_backend {
+            return bad("the disk state backend needs a cache of at least 1 key".into());
         }
         if let Some(i) = self.process_index {
             if i >= self.processes {

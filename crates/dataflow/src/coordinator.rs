@@ -66,6 +66,10 @@ pub(crate) struct CheckpointRuntime {
     last_size: Arc<AtomicU64>,
     /// The highest local checkpoint begun.
     begun: AtomicU64,
+    /// Bytes uploaded by the last checkpoint (less than its size when incremental).
+    last_uploaded: Arc<AtomicU64>,
+    /// Bytes uploaded by all checkpoints of this run.
+    uploaded_total: Arc<AtomicU64>,
 }
 
 impl CheckpointRuntime {
@@ -140,6 +144,8 @@ impl CheckpointRuntime {
             last_duration_ms: metrics.counter("checkpoints.lastCheckpointDuration"),
             last_size: metrics.counter("checkpoints.lastCheckpointSize"),
             begun: AtomicU64::new(0),
+            last_uploaded: metrics.counter("checkpoints.lastCheckpointUploadedBytes"),
+            uploaded_total: metrics.counter("checkpoints.totalUploadedBytes"),
         })))
     }
 
@@ -190,6 +196,16 @@ impl CheckpointRuntime {
             }
         }
         Ok(parts)
+    }
+
+    /// The state file `name` of the restored checkpoint (a file of an incremental chain).
+    pub(crate) fn restored_file(&self, name: &str) -> SpateResult<Bytes> {
+        match &self.restored {
+            Some(r) => r.read(name),
+            None => Err(SpateError::Internal(format!(
+                "no checkpoint is restored, so there is no file {name}"
+            ))),
+        }
     }
 
     /// The positions of source `name` in the restored checkpoint, over all old workers.
@@ -346,8 +362,21 @@ impl WorkerCheckpointer {
             };
             let result = (|| -> SpateResult<()> {
                 let writer = self.rt.writer(c)?;
-                for (name, bytes) in parts {
+                for (name, bytes, files) in parts {
                     writer.put(operator_file(&name, self.worker), Bytes::from(bytes))?;
+                    for (file, bytes) in files.new {
+                        writer.put(file, Bytes::from(bytes))?;
+                    }
+                    // Files of earlier checkpoints of this run that an incremental snapshot
+                    // builds on: referred to, not uploaded again.
+                    for f in files.shared {
+                        writer.add_existing(FileEntry {
+                            name: f.name,
+                            size_bytes: f.size,
+                            crc32c: f.crc32c,
+                            checkpoint_id: self.rt.base + f.c,
+                        })?;
+                    }
                 }
                 let positions: BTreeMap<String, Vec<SplitPosition>> = sources.into_iter().collect();
                 let json = serde_json::to_vec(&positions)
@@ -381,7 +410,8 @@ impl WorkerCheckpointer {
             let writer = self.rt.writer(c)?;
             match writer.poll() {
                 Ok(progress) if progress.is_settled() => {
-                    let files = writer.durable_files();
+                    let mut files = writer.durable_files();
+                    files.extend(writer.existing_files());
                     self.to_report.swap_remove(i);
                     self.send(Report::Durable { c, files });
                     if !self.rt.hosts_coordinator {
@@ -437,11 +467,9 @@ impl WorkerCheckpointer {
         for c in full {
             let reports = self.durable.remove(&c).unwrap_or_default();
             let writer = self.rt.writer(c)?;
-            let own: std::collections::HashSet<String> =
-                writer.durable_files().into_iter().map(|f| f.name).collect();
             let mut result = Ok(());
             for entry in reports.into_iter().flatten() {
-                if !own.contains(&entry.name) {
+                if !writer.contains(&entry.name) {
                     if let Err(e) = writer.add_existing(entry) {
                         result = Err(e);
                         break;
@@ -470,7 +498,7 @@ impl WorkerCheckpointer {
             match result {
                 // A later checkpoint completed first and covers this one: not a failure.
                 Err(e) if pending.was_subsumed() => {
-                    tracing::debug!(checkpoint = self.rt.base + c, %e, "checkpoint subsumed");
+                    tracing::info!(checkpoint = self.rt.base + c, %e, "checkpoint subsumed");
                 }
                 Ok(done) => {
                     self.rt.completed.fetch_add(1, Ordering::Relaxed);
@@ -480,6 +508,12 @@ impl WorkerCheckpointer {
                     self.rt
                         .last_size
                         .store(done.total_size_bytes, Ordering::Relaxed);
+                    self.rt
+                        .last_uploaded
+                        .store(done.uploaded_bytes, Ordering::Relaxed);
+                    self.rt
+                        .uploaded_total
+                        .fetch_add(done.uploaded_bytes, Ordering::Relaxed);
                     self.rt
                         .policy
                         .lock()

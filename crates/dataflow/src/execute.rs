@@ -76,6 +76,9 @@ pub(crate) struct JobShared {
     pub(crate) progress: Arc<Progress>,
     /// Checkpoint storage and coordination, when the job checkpoints.
     pub(crate) checkpoints: Option<Arc<CheckpointRuntime>>,
+    /// The disk state backend's scratch directory for this run, made by the first operator
+    /// that needs it and removed when the run ends.
+    state_dir: std::sync::OnceLock<Result<tempfile::TempDir, String>>,
 }
 
 /// Progress of a job's bounded sources in this process, for progress bars.
@@ -98,6 +101,28 @@ impl JobShared {
             totals: Mutex::new(BTreeMap::new()),
             progress,
             checkpoints: None,
+            state_dir: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// The run's scratch directory for disk-backed state, under `base` (or the system's
+    /// temporary directory).
+    fn state_dir(&self, base: Option<&std::path::Path>) -> SpateResult<&std::path::Path> {
+        let made = self.state_dir.get_or_init(|| {
+            let mut b = tempfile::Builder::new();
+            b.prefix("spate-state-");
+            let made = match base {
+                Some(dir) => std::fs::create_dir_all(dir).and_then(|()| b.tempdir_in(dir)),
+                None => b.tempdir(),
+            };
+            made.map_err(|e| {
+                let dir = base.map_or_else(std::env::temp_dir, |d| d.to_path_buf());
+                format!("cannot make a state directory under {}: {e}", dir.display())
+            })
+        });
+        match made {
+            Ok(dir) => Ok(dir.path()),
+            Err(e) => Err(SpateError::Config(e.clone())),
         }
     }
 
@@ -182,6 +207,61 @@ impl<'s> BuildCtx<'s> {
                 }
             },
             None => Vec::new(),
+        }
+    }
+
+    /// Reads a file of the restored checkpoint (the chains of incremental snapshots).
+    pub(crate) fn restored_file_reader(&self) -> Box<dyn Fn(&str) -> SpateResult<bytes::Bytes>> {
+        let rt = self.shared.checkpoints.clone();
+        Box::new(move |name: &str| match rt.as_ref() {
+            Some(rt) => rt.restored_file(name),
+            None => Err(SpateError::Internal(format!(
+                "the job does not checkpoint, so there is no file {name} to restore"
+            ))),
+        })
+    }
+
+    /// The store for the keyed state of operator `name` on this worker, as the job's state
+    /// backend says; `checkpoints` when the operator takes part in checkpoints. A disk store
+    /// that cannot be made fails the job and falls back to memory.
+    pub(crate) fn keyed_states<K, S>(
+        &self,
+        name: &str,
+        checkpoints: bool,
+    ) -> crate::backend::KeyedStates<K, S>
+    where
+        K: spate_types::Data + std::hash::Hash + Eq,
+        S: serde::Serialize + serde::de::DeserializeOwned,
+    {
+        use crate::backend::{DiskSetup, DiskStates, KeyedStates};
+        let crate::config::StateBackend::Disk {
+            dir,
+            cache_keys,
+            full_every,
+        } = &self.shared.config.state_backend
+        else {
+            return KeyedStates::Memory(Default::default());
+        };
+        let opened = self.shared.state_dir(dir.as_deref()).and_then(|root| {
+            let path = root
+                .join(format!("w{}", self.index()))
+                .join(format!("{}.redb", crate::snapshot::sanitize(name)));
+            DiskStates::open(DiskSetup {
+                path,
+                cache_keys: *cache_keys,
+                full_every: *full_every,
+                checkpoints,
+                max_parallelism: self.shared.config.max_parallelism,
+                operator: name.to_owned(),
+                worker: self.index(),
+            })
+        });
+        match opened {
+            Ok(disk) => KeyedStates::Disk(Box::new(disk)),
+            Err(e) => {
+                self.shared.fail(e);
+                KeyedStates::Memory(Default::default())
+            }
         }
     }
 

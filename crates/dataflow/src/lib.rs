@@ -26,6 +26,7 @@
 //! time. They bound the data in flight (flow control) and will delimit checkpoints.
 
 pub mod assign;
+mod backend;
 pub mod checkpoint;
 pub mod cluster;
 pub mod config;
@@ -45,7 +46,7 @@ pub mod stream;
 pub mod time;
 pub mod window;
 
-pub use config::{JobConfig, RestartStrategy};
+pub use config::{JobConfig, RestartStrategy, StateBackend};
 pub use connected::{ConnectedKeyedStreams, ConnectedStreams};
 pub use dedup::DedupConfig;
 pub use env::{JobResult, Role, StopHandle, StreamEnv};

@@ -17,7 +17,7 @@
 //! operators ([`DataStream::side_output`]).
 
 use std::any::Any;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet};
 use std::hash::Hash;
 use std::marker::PhantomData;
 use std::rc::Rc;
@@ -32,6 +32,10 @@ use timely::container::CapacityContainerBuilder;
 use timely::dataflow::channels::pact::{Exchange, Pipeline};
 use timely::dataflow::operators::{Capability, Operator};
 
+use crate::backend::{
+    decode_chain_part, encode_chain_part, read_records, stored_key_group, ChainPart, KeyedStates,
+    PartFiles,
+};
 use crate::checkpoint::boundary;
 use crate::execute::{BuildCtx, JobShared};
 use crate::keyed::{KeyFn, KeyedStream};
@@ -275,7 +279,7 @@ pub(crate) struct OperatorEnv {
 /// One operator instance: its keys' state and timers, and its watermark.
 struct Instance<K, S, O> {
     env: OperatorEnv,
-    states: HashMap<K, S, FxBuildHasher>,
+    states: KeyedStates<K, S>,
     event_timers: Timers<K>,
     processing_timers: Timers<K>,
     watermark: Timestamp,
@@ -283,14 +287,24 @@ struct Instance<K, S, O> {
     scratch: Vec<O>,
 }
 
-impl<K: Hash + Eq + Clone, S, O> Instance<K, S, O> {
+impl<K, S, O> Instance<K, S, O>
+where
+    K: Data + Hash + Eq,
+    S: serde::Serialize + serde::de::DeserializeOwned,
+{
     fn with_key<R>(
         &mut self,
         key: &K,
         timestamp: Timestamp,
         f: impl FnOnce(&mut ProcessContext<'_, K, S, O>) -> R,
     ) -> R {
-        let mut state = self.states.remove(key);
+        let mut state = match self.states.take(key) {
+            Ok(s) => s,
+            Err(e) => {
+                self.env.shared.fail(e);
+                None
+            }
+        };
         let result = {
             let mut ctx = ProcessContext {
                 env: &self.env,
@@ -305,8 +319,8 @@ impl<K: Hash + Eq + Clone, S, O> Instance<K, S, O> {
             };
             f(&mut ctx)
         };
-        if let Some(s) = state {
-            self.states.insert(key.clone(), s);
+        if let Err(e) = self.states.put(key, state) {
+            self.env.shared.fail(e);
         }
         result
     }
@@ -341,42 +355,112 @@ where
         }
     }
 
-    /// The instance's state and timers, serialized.
-    fn snapshot(&self) -> SpateResult<Vec<u8>> {
-        let snapshot = KeyedSnapshot {
-            states: self.states.iter().collect::<Vec<_>>(),
-            event_timers: self.event_timers.entries(),
-            processing_timers: self.processing_timers.entries(),
-        };
-        bincode::serialize(&snapshot).map_err(|e| {
+    /// The instance's part of checkpoint `c` (and, with the disk backend, the files it writes
+    /// or refers to); `completed` is the latest checkpoint complete everywhere.
+    fn snapshot(&mut self, c: u64, completed: u64) -> SpateResult<(Vec<u8>, PartFiles)> {
+        let fail = |e: String| {
             SpateError::Internal(format!(
                 "operator {}: cannot snapshot state: {e}",
                 self.env.name
             ))
-        })
+        };
+        match &mut self.states {
+            KeyedStates::Memory(map) => {
+                let snapshot = KeyedSnapshot {
+                    states: map.iter().collect::<Vec<_>>(),
+                    event_timers: self.event_timers.entries(),
+                    processing_timers: self.processing_timers.entries(),
+                };
+                let bytes = bincode::serialize(&snapshot).map_err(|e| fail(e.to_string()))?;
+                Ok((bytes, PartFiles::default()))
+            }
+            KeyedStates::Disk(disk) => {
+                let (chain, files) = disk
+                    .checkpoint(c, completed)
+                    .map_err(|e| fail(e.to_string()))?;
+                let part = ChainPart {
+                    chain,
+                    timers: (
+                        self.event_timers.entries(),
+                        self.processing_timers.entries(),
+                    ),
+                };
+                Ok((encode_chain_part(&part)?, files))
+            }
+        }
     }
 
-    /// Loads the keys this instance owns (`mine`) from the snapshots of all old instances.
-    fn restore(&mut self, parts: &[bytes::Bytes], mine: impl Fn(&K) -> bool) -> SpateResult<()> {
+    /// Loads the keys this instance owns from the parts of all old instances: full snapshots,
+    /// or chains of key-value files read with `read` (either backend reads both). `mine_group`
+    /// says whether a key group is this instance's.
+    fn restore(
+        &mut self,
+        parts: &[bytes::Bytes],
+        read: &dyn Fn(&str) -> SpateResult<bytes::Bytes>,
+        mine_group: impl Fn(u32) -> bool,
+        max_parallelism: u32,
+    ) -> SpateResult<()> {
+        let name = self.env.name.clone();
+        let misfit = |e: bincode::Error| {
+            SpateError::Job(format!(
+                "operator {name}: the checkpoint's state does not fit this job's types \
+                 (was the job changed?): {e}"
+            ))
+        };
+        let mine = |k: &K| mine_group(spate_types::keygroup::key_group(k, max_parallelism));
         for part in parts {
-            let snapshot: KeyedSnapshot<K, S> = bincode::deserialize(part).map_err(|e| {
-                SpateError::Job(format!(
-                    "operator {}: the checkpoint's state does not fit this job's types \
-                     (was the job changed?): {e}",
-                    self.env.name
-                ))
-            })?;
-            for (k, s) in snapshot.states {
-                if mine(&k) {
-                    self.states.insert(k, s);
+            type Timers2<K> = (Vec<(Timestamp, K)>, Vec<(Timestamp, K)>);
+            let (event_timers, processing_timers) = match decode_chain_part::<Timers2<K>>(part) {
+                Some(chain) => {
+                    let chain = chain.map_err(misfit)?;
+                    for file in &chain.chain {
+                        let bytes = read(file)?;
+                        let records = read_records(&bytes, file)?;
+                        let records = records
+                            .into_iter()
+                            .filter(|(k, _)| mine_group(stored_key_group(k)));
+                        match &mut self.states {
+                            KeyedStates::Disk(disk) => disk.apply_restored(records)?,
+                            KeyedStates::Memory(map) => {
+                                for (k, v) in records {
+                                    let key: K = bincode::deserialize(&k[2..]).map_err(misfit)?;
+                                    match v {
+                                        Some(v) => {
+                                            let s: S = bincode::deserialize(v).map_err(misfit)?;
+                                            map.insert(key, s);
+                                        }
+                                        None => {
+                                            map.remove(&key);
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                    chain.timers
                 }
-            }
-            for (ts, k) in snapshot.event_timers {
+                None => {
+                    let snapshot: KeyedSnapshot<K, S> =
+                        bincode::deserialize(part).map_err(misfit)?;
+                    for (k, s) in snapshot.states {
+                        if mine(&k) {
+                            match &mut self.states {
+                                KeyedStates::Memory(map) => {
+                                    map.insert(k, s);
+                                }
+                                KeyedStates::Disk(disk) => disk.restore_state(&k, s)?,
+                            }
+                        }
+                    }
+                    (snapshot.event_timers, snapshot.processing_timers)
+                }
+            };
+            for (ts, k) in event_timers {
                 if mine(&k) {
                     self.event_timers.register(&k, ts);
                 }
             }
-            for (ts, k) in snapshot.processing_timers {
+            for (ts, k) in processing_timers {
                 if mine(&k) {
                     self.processing_timers.register(&k, ts);
                 }
@@ -431,6 +515,8 @@ where
     let scope = ctx.scope;
     let snap = ctx.stateful(name);
     let restored = ctx.restored_parts(name);
+    let read_file = ctx.restored_file_reader();
+    let states = ctx.keyed_states::<K, F::State>(name, snap.is_some());
     let me = ctx.index() as u64;
     let env = OperatorEnv {
         shared: Arc::clone(ctx.shared()),
@@ -456,7 +542,7 @@ where
                 let mut tracker = WmTracker::new(1);
                 let mut inst: Instance<K, F::State, O> = Instance {
                     env,
-                    states: HashMap::default(),
+                    states,
                     event_timers: Timers::new(),
                     processing_timers: Timers::new(),
                     watermark: NO_TIMESTAMP,
@@ -464,7 +550,8 @@ where
                     scratch: Vec::new(),
                 };
                 let mut emitted: Vec<(Timestamp, Out<Tagged<O>>)> = Vec::new();
-                if let Err(e) = inst.restore(&restored, |k| key_route(k, maxp, peers) == me) {
+                let mine = |g: u32| worker_for_key_group(g, maxp, peers) as u64 == me;
+                if let Err(e) = inst.restore(&restored, &*read_file, mine, maxp) {
                     inst.env.shared.fail(e);
                 }
                 let mut next_c: u64 = 1;
@@ -531,8 +618,8 @@ where
                         {
                             break;
                         }
-                        match inst.snapshot() {
-                            Ok(bytes) => handle.submit(next_c, bytes),
+                        match inst.snapshot(next_c, handle.completed()) {
+                            Ok((bytes, files)) => handle.submit_with(next_c, bytes, files),
                             Err(e) => inst.env.shared.fail(e),
                         }
                         next_c += 1;

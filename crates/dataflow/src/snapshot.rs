@@ -19,13 +19,15 @@ use std::rc::Rc;
 
 use spate_types::SplitPosition;
 
+use crate::backend::PartFiles;
+
 /// A worker's checkpoint bookkeeping, shared by its operators and its loop (one thread).
 #[derive(Default)]
 pub(crate) struct WorkerSnapshots {
     /// The stateful operators registered on this worker, by name.
     pub(crate) operators: Vec<String>,
-    /// Operator snapshots per checkpoint: `(operator, bytes)`.
-    pub(crate) parts: BTreeMap<u64, Vec<(String, Vec<u8>)>>,
+    /// Operator snapshots per checkpoint: `(operator, bytes, files written or referred to)`.
+    pub(crate) parts: BTreeMap<u64, Vec<(String, Vec<u8>, PartFiles)>>,
     /// Source positions per checkpoint: `(source, positions)`.
     pub(crate) sources: BTreeMap<u64, Vec<(String, Vec<SplitPosition>)>>,
     /// The last boundary this worker's sources crossed: operators snapshot no checkpoint
@@ -62,12 +64,17 @@ impl SnapshotHandle {
 
     /// Hands in this operator's snapshot for checkpoint `c`.
     pub(crate) fn submit(&self, c: u64, bytes: Vec<u8>) {
-        self.shared
-            .borrow_mut()
-            .parts
-            .entry(c)
-            .or_default()
-            .push((self.name.clone(), bytes));
+        self.submit_with(c, bytes, PartFiles::default());
+    }
+
+    /// Hands in this operator's snapshot for checkpoint `c`, with the files of an incremental
+    /// snapshot: new ones to upload, and those of earlier checkpoints it refers to.
+    pub(crate) fn submit_with(&self, c: u64, bytes: Vec<u8>, files: PartFiles) {
+        self.shared.borrow_mut().parts.entry(c).or_default().push((
+            self.name.clone(),
+            bytes,
+            files,
+        ));
     }
 
     /// The latest checkpoint complete everywhere.
@@ -87,7 +94,7 @@ pub(crate) fn sources_file(worker: usize) -> String {
 }
 
 /// Keeps the characters storage accepts in a file name (operator names are free-form).
-fn sanitize(name: &str) -> String {
+pub(crate) fn sanitize(name: &str) -> String {
     name.chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || "._=+-".contains(c) {

@@ -1,0 +1,206 @@
+//! The disk state backend end to end: state larger than its cache is exact, incremental
+//! checkpoints upload only what changed, and a damaged file of a chain fails the restore
+//! with the file named.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use spate::dataflow::StateBackend;
+use spate::prelude::*;
+
+/// Keys that each get one record first, then a few keys that keep changing.
+const WIDE: u64 = 20_000;
+const EVENTS: u64 = 60_000;
+const HOT: u64 = 8;
+
+fn key_of(v: u64) -> u64 {
+    if v < WIDE {
+        v
+    } else {
+        v % HOT
+    }
+}
+
+fn disk(cache_keys: usize, full_every: u32) -> StateBackend {
+    StateBackend::Disk {
+        dir: None,
+        cache_keys,
+        full_every,
+    }
+}
+
+/// A running count and sum per key; returns the job's metrics and the final value per key.
+fn counting(
+    backend: StateBackend,
+    workers: usize,
+    checkpoints: Option<(&Path, Option<String>)>,
+) -> SpateResult<(BTreeMap<String, u64>, BTreeMap<u64, (u64, u64)>)> {
+    let mut config = JobConfig::local(workers);
+    config.state_backend = backend;
+    if let Some((dir, restore)) = checkpoints {
+        config.checkpoint_interval = Some(Duration::from_millis(100));
+        config.checkpoint_dir = Some(dir.display().to_string());
+        config.restore = restore;
+        config.restart_strategy = spate::dataflow::RestartStrategy::None;
+    }
+    let env = StreamEnv::new(config);
+    let out = env
+        .from_source(SequenceSource::new(0, Some(EVENTS)).rate(40_000.0))
+        .key_by(|v: &u64| key_of(*v))
+        .process_with_state(
+            |k: &u64, state: &mut Option<(u64, u64)>, v: u64, out: &mut Vec<(u64, u64, u64)>| {
+                let (n, sum) = state.get_or_insert((0, 0));
+                *n += 1;
+                *sum += v;
+                out.push((*k, *n, *sum));
+            },
+        )
+        .collect();
+    let result = env.execute("counting")?;
+    let mut last = BTreeMap::new();
+    for (k, n, sum) in out.take() {
+        let e = last.entry(k).or_insert((0, 0));
+        if n > e.0 {
+            *e = (n, sum);
+        }
+    }
+    Ok((result.metrics, last))
+}
+
+fn oracle() -> BTreeMap<u64, (u64, u64)> {
+    let mut m = BTreeMap::new();
+    for v in 0..EVENTS {
+        let e = m.entry(key_of(v)).or_insert((0, 0));
+        e.0 += 1;
+        e.1 += v;
+    }
+    m
+}
+
+#[test]
+fn state_larger_than_the_cache_is_exact() {
+    // 20 008 keys over two workers through a cache of 500 keys each.
+    let (_, got) = counting(disk(500, 4), 2, None).unwrap();
+    assert_eq!(got, oracle());
+}
+
+#[test]
+fn incremental_checkpoints_upload_only_what_changed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let metric = |m: &BTreeMap<String, u64>, name: &str| {
+        m.get(&format!("checkpoints.{name}")).copied().unwrap_or(0)
+    };
+    let (full, got) = counting(disk(1_000, 0), 1, Some((&tmp.path().join("full"), None))).unwrap();
+    assert_eq!(got, oracle());
+    let (incr, got) = counting(
+        disk(1_000, 1_000),
+        1,
+        Some((&tmp.path().join("incr"), None)),
+    )
+    .unwrap();
+    assert_eq!(got, oracle());
+    for m in [&full, &incr] {
+        assert!(metric(m, "numberOfCompletedCheckpoints") >= 2, "{m:?}");
+    }
+    // The last checkpoint holds every key either way; the full one uploads all of it, the
+    // incremental one the few keys that changed since the one before (and refers to the rest).
+    let (full_size, full_up) = (
+        metric(&full, "lastCheckpointSize"),
+        metric(&full, "lastCheckpointUploadedBytes"),
+    );
+    let (incr_size, incr_up) = (
+        metric(&incr, "lastCheckpointSize"),
+        metric(&incr, "lastCheckpointUploadedBytes"),
+    );
+    assert!(full_size > WIDE * 10, "{full:?}");
+    assert_eq!(full_up, full_size, "a full checkpoint uploads everything");
+    assert!(incr_size >= full_size, "{incr:?}");
+    assert!(
+        incr_up * 10 < full_up,
+        "incremental {incr_up} bytes uploaded, full {full_up}"
+    );
+    assert!(
+        metric(&incr, "totalUploadedBytes") < metric(&full, "totalUploadedBytes"),
+        "{incr:?} vs {full:?}"
+    );
+}
+
+#[test]
+fn a_restore_reads_the_chain_and_refuses_a_damaged_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ckpt = tmp.path().join("c");
+    counting(disk(1_000, 1_000), 2, Some((&ckpt, None))).unwrap();
+    // The newest checkpoint refers to files of earlier ones: its chains' bases at least.
+    let newest = std::fs::read_dir(&ckpt)
+        .unwrap()
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            name.strip_prefix("chk-")?.parse::<u64>().ok()
+        })
+        .max()
+        .unwrap();
+    let manifest: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(ckpt.join(format!("chk-{newest}/_manifest.json"))).unwrap(),
+    )
+    .unwrap();
+    let shared: Vec<(String, u64)> = manifest["manifest"]["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            (
+                f["name"].as_str().unwrap().to_owned(),
+                f["checkpoint_id"].as_u64().unwrap(),
+            )
+        })
+        .filter(|(_, owner)| *owner != newest)
+        .collect();
+    let (name, owner) = shared
+        .iter()
+        .find(|(n, _)| n.ends_with(".base"))
+        .unwrap_or_else(|| panic!("no shared base in {manifest}"))
+        .clone();
+
+    // A copy to damage: the restore below takes checkpoints of its own, and retention then
+    // deletes the old chains.
+    let damaged = tmp.path().join("d");
+    copy_dir(&ckpt, &damaged);
+
+    // Restored as it is (on 3 workers), the state goes on from where it was.
+    let restore = Some(ckpt.join(format!("chk-{newest}")).display().to_string());
+    let (m, got) = counting(disk(1_000, 1_000), 3, Some((&ckpt, restore))).unwrap();
+    assert!(m.contains_key("checkpoints.numberOfCompletedCheckpoints"));
+    // The sequence source restarts after its end: no record, the state is what it was.
+    assert!(got.is_empty(), "nothing new to count: {}", got.len());
+
+    // One flipped byte in a shared base: the restore fails and names the file.
+    let path = damaged.join(format!("chk-{owner}")).join(&name);
+    let mut bytes = std::fs::read(&path).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0x40;
+    std::fs::write(&path, bytes).unwrap();
+    let restore = Some(damaged.join(format!("chk-{newest}")).display().to_string());
+    let err = counting(disk(1_000, 1_000), 2, Some((&damaged, restore)))
+        .err()
+        .expect("a damaged chain fails the restore")
+        .to_string();
+    // Storage verifies checksums before the restore reads anything.
+    assert!(
+        (err.contains("corrupt") || err.contains("checksum")) && err.contains(&name),
+        "{err}"
+    );
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap().flatten() {
+        let target = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &target);
+        } else {
+            std::fs::copy(e.path(), target).unwrap();
+        }
+    }
+}
