@@ -290,7 +290,7 @@ fn jsonl_input_recovers_exactly_after_a_kill() {
     let started = Instant::now();
     let mut killed = false;
     while started.elapsed() < Duration::from_secs(60) && supervisor.try_wait().unwrap().is_none() {
-        if complete_checkpoints(&ckpt) >= 1 {
+        if newest_checkpoint(&ckpt) >= 1 {
             if let Some(&victim) = children(supervisor.id()).first() {
                 let _ = std::process::Command::new("kill")
                     .args(["-9", &victim.to_string()])
