@@ -168,6 +168,9 @@ pub(crate) struct DiskStates<K, S> {
     /// The chain each checkpoint taken was written with, base first.
     chains: BTreeMap<u64, Vec<ChainFile>>,
     scratch: Vec<u8>,
+    /// The key group of a key (the stable hash, or the key itself for operators keyed by
+    /// key group).
+    group: fn(&K, u32) -> u32,
     _state: PhantomData<fn() -> S>,
 }
 
@@ -191,11 +194,12 @@ fn db_err(what: &str, path: &Path, e: impl std::fmt::Display) -> SpateError {
 /// The stored form of a key: its key group (big-endian, so groups sort in order), then bincode.
 pub(crate) fn encode_key<K: Hash + Serialize>(
     key: &K,
+    group: fn(&K, u32) -> u32,
     max_parallelism: u32,
     out: &mut Vec<u8>,
 ) -> SpateResult<()> {
     out.clear();
-    out.extend_from_slice(&(key_group(key, max_parallelism) as u16).to_be_bytes());
+    out.extend_from_slice(&(group(key, max_parallelism) as u16).to_be_bytes());
     bincode::serialize_into(&mut *out, key)
         .map_err(|e| SpateError::Internal(format!("cannot serialize a key: {e}")))
 }
@@ -210,6 +214,12 @@ where
     K: Hash + Eq + Clone + Serialize + DeserializeOwned,
     S: Serialize + DeserializeOwned,
 {
+    /// Stores keys under `group` instead of their stable hash's key group.
+    pub(crate) fn with_group(mut self, group: fn(&K, u32) -> u32) -> Self {
+        self.group = group;
+        self
+    }
+
     /// Creates the instance's database (a new, empty file).
     pub(crate) fn open(setup: DiskSetup) -> SpateResult<Self> {
         if let Some(parent) = setup.path.parent() {
@@ -233,6 +243,7 @@ where
             commits: 0,
             next_cut: 1,
             chains: BTreeMap::new(),
+            group: key_group::<K>,
             scratch: Vec::new(),
             _state: PhantomData,
         };
@@ -313,7 +324,12 @@ where
 
     /// Reads a key from the B-tree.
     fn load(&mut self, key: &K) -> SpateResult<Option<S>> {
-        encode_key(key, self.setup.max_parallelism, &mut self.scratch)?;
+        encode_key(
+            key,
+            self.group,
+            self.setup.max_parallelism,
+            &mut self.scratch,
+        )?;
         let path = &self.setup.path;
         let tx = self
             .db
@@ -371,6 +387,7 @@ where
         S: 'a,
     {
         let maxp = self.setup.max_parallelism;
+        let group = self.group;
         let track = self.setup.checkpoints;
         let cut = self.next_cut;
         let mut value = Vec::new();
@@ -379,7 +396,7 @@ where
             let mut states = tx.open_table(STATES)?;
             let mut changes = tx.open_table(CHANGES)?;
             for (k, s) in entries {
-                if let Err(e) = encode_key(k, maxp, key) {
+                if let Err(e) = encode_key(k, group, maxp, key) {
                     failed = Some(e);
                     break;
                 }

@@ -228,6 +228,7 @@ impl<'s> BuildCtx<'s> {
         &self,
         name: &str,
         checkpoints: bool,
+        group: fn(&K, u32) -> spate_types::keygroup::KeyGroup,
     ) -> crate::backend::KeyedStates<K, S>
     where
         K: spate_types::Data + std::hash::Hash + Eq,
@@ -255,6 +256,7 @@ impl<'s> BuildCtx<'s> {
                 operator: name.to_owned(),
                 worker: self.index(),
             })
+            .map(|disk| disk.with_group(group))
         });
         match opened {
             Ok(disk) => KeyedStates::Disk(Box::new(disk)),

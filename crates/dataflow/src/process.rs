@@ -398,6 +398,7 @@ where
         parts: &[bytes::Bytes],
         read: &dyn Fn(&str) -> SpateResult<bytes::Bytes>,
         mine_group: impl Fn(u32) -> bool,
+        group: fn(&K, u32) -> KeyGroup,
         max_parallelism: u32,
     ) -> SpateResult<()> {
         let name = self.env.name.clone();
@@ -407,7 +408,7 @@ where
                  (was the job changed?): {e}"
             ))
         };
-        let mine = |k: &K| mine_group(spate_types::keygroup::key_group(k, max_parallelism));
+        let mine = |k: &K| mine_group(group(k, max_parallelism));
         for part in parts {
             type Timers2<K> = (Vec<(Timestamp, K)>, Vec<(Timestamp, K)>);
             let (event_timers, processing_timers) = match decode_chain_part::<Timers2<K>>(part) {
@@ -516,7 +517,7 @@ where
     let snap = ctx.stateful(name);
     let restored = ctx.restored_parts(name);
     let read_file = ctx.restored_file_reader();
-    let states = ctx.keyed_states::<K, F::State>(name, snap.is_some());
+    let states = ctx.keyed_states::<K, F::State>(name, snap.is_some(), group);
     let me = ctx.index() as u64;
     let env = OperatorEnv {
         shared: Arc::clone(ctx.shared()),
@@ -551,7 +552,7 @@ where
                 };
                 let mut emitted: Vec<(Timestamp, Out<Tagged<O>>)> = Vec::new();
                 let mine = |g: u32| worker_for_key_group(g, maxp, peers) as u64 == me;
-                if let Err(e) = inst.restore(&restored, &*read_file, mine, maxp) {
+                if let Err(e) = inst.restore(&restored, &*read_file, mine, group, maxp) {
                     inst.env.shared.fail(e);
                 }
                 let mut next_c: u64 = 1;
