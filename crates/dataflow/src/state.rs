@@ -2,7 +2,7 @@
 //!
 //! * **Memory** (the default): a hash map on the heap, as fast as it gets; a checkpoint
 //!   serializes every key ("full snapshot").
-//! * **Disk**: an embedded [redb](https://docs.rs/redb) B-tree per worker and operator under a
+//! * **Disk**: an embedded redb B-tree per worker and operator under a
 //!   local directory, behind a bounded write-back cache of hot keys, for keyed state larger
 //!   than memory. Checkpoints are **incremental**.
 //!
