@@ -363,8 +363,10 @@ fn counting_run(
     restore: Option<&Path>,
     savepoint: Option<&Path>,
     stop_after: Option<Duration>,
+    backend: StateBackend,
 ) {
     let mut config = JobConfig::local(workers);
+    config.state_backend = backend;
     config.checkpoint_interval = Some(Duration::from_millis(100));
     config.checkpoint_dir = Some(ckpt.display().to_string());
     config.restore = restore.map(|p| p.display().to_string());
@@ -392,13 +394,33 @@ const COUNTED: u64 = 40_000;
 
 #[test]
 fn per_key_state_is_exact_after_rescaling_2_4_2_3_through_savepoints() {
+    rescale_through_savepoints(StateBackend::Memory);
+}
+
+#[test]
+fn with_the_disk_backend_per_key_state_is_exact_after_rescaling_through_savepoints() {
+    rescale_through_savepoints(small_disk());
+}
+
+fn rescale_through_savepoints(backend: StateBackend) {
+    let run = |workers, out: &Path, ckpt: &Path, restore, savepoint, stop_after| {
+        counting_run(
+            workers,
+            out,
+            ckpt,
+            restore,
+            savepoint,
+            stop_after,
+            backend.clone(),
+        )
+    };
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("out");
     let ckpt = tmp.path().join("ckpt");
     let sp: Vec<_> = (0..3)
         .map(|i| tmp.path().join(format!("savepoint-{i}")))
         .collect();
-    counting_run(
+    run(
         2,
         &out,
         &ckpt,
@@ -409,9 +431,9 @@ fn per_key_state_is_exact_after_rescaling_2_4_2_3_through_savepoints() {
     // A restored sequence reader first skips what earlier runs read (at the same rate), so
     // each later run gets longer to make progress of its own.
     let ms = |n| Some(Duration::from_millis(n));
-    counting_run(4, &out, &ckpt, Some(&sp[0]), Some(&sp[1]), ms(500));
-    counting_run(2, &out, &ckpt, Some(&sp[1]), Some(&sp[2]), ms(800));
-    counting_run(3, &out, &ckpt, Some(&sp[2]), None, None);
+    run(4, &out, &ckpt, Some(&sp[0]), Some(&sp[1]), ms(500));
+    run(2, &out, &ckpt, Some(&sp[1]), Some(&sp[2]), ms(800));
+    run(3, &out, &ckpt, Some(&sp[2]), None, None);
     // Every key's rolling count went 1, 2, ..., n exactly once across the four runs.
     let mut counts: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
     for row in rows(&out) {

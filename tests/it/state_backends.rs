@@ -22,6 +22,11 @@ fn key_of(v: u64) -> u64 {
     }
 }
 
+/// A job's metrics.
+type Metrics = BTreeMap<String, u64>;
+/// The final (count, sum) per key.
+type Counts = BTreeMap<u64, (u64, u64)>;
+
 fn disk(cache_keys: usize, full_every: u32) -> StateBackend {
     StateBackend::Disk {
         dir: None,
@@ -35,7 +40,7 @@ fn counting(
     backend: StateBackend,
     workers: usize,
     checkpoints: Option<(&Path, Option<String>)>,
-) -> SpateResult<(BTreeMap<String, u64>, BTreeMap<u64, (u64, u64)>)> {
+) -> SpateResult<(Metrics, Counts)> {
     let mut config = JobConfig::local(workers);
     config.state_backend = backend;
     if let Some((dir, restore)) = checkpoints {
@@ -113,6 +118,15 @@ fn incremental_checkpoints_upload_only_what_changed() {
         metric(&incr, "lastCheckpointSize"),
         metric(&incr, "lastCheckpointUploadedBytes"),
     );
+    // For BENCHMARKS.md ("State backends"): `cargo test --test it upload_only -- --nocapture`.
+    println!(
+        "full: last {full_size} B (uploaded {full_up} B), all uploads {} B, {} ms; \
+         incremental: last {incr_size} B (uploaded {incr_up} B), all uploads {} B, {} ms",
+        metric(&full, "totalUploadedBytes"),
+        metric(&full, "lastCheckpointDuration"),
+        metric(&incr, "totalUploadedBytes"),
+        metric(&incr, "lastCheckpointDuration"),
+    );
     assert!(full_size > WIDE * 10, "{full:?}");
     assert_eq!(full_up, full_size, "a full checkpoint uploads everything");
     assert!(incr_size >= full_size, "{incr:?}");
@@ -183,8 +197,7 @@ fn a_restore_reads_the_chain_and_refuses_a_damaged_file() {
     std::fs::write(&path, bytes).unwrap();
     let restore = Some(damaged.join(format!("chk-{newest}")).display().to_string());
     let err = counting(disk(1_000, 1_000), 2, Some((&damaged, restore)))
-        .err()
-        .expect("a damaged chain fails the restore")
+        .expect_err("a damaged chain fails the restore")
         .to_string();
     // Storage verifies checksums before the restore reads anything.
     assert!(

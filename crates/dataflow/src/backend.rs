@@ -2,7 +2,7 @@
 //!
 //! * **Memory** (the default): a hash map on the heap, as fast as it gets; a checkpoint
 //!   serializes every key ("full snapshot").
-//! * **Disk**: an embedded [redb](https://docs.rs/redb) B-tree per worker and operator under a
+//! * **Disk**: an embedded redb B-tree per worker and operator under a
 //!   local directory, behind a bounded write-back cache of hot keys, for keyed state larger
 //!   than memory. Checkpoints are **incremental**.
 //!
@@ -590,6 +590,12 @@ where
     }
 }
 
+/// A stored key and its state, or `None` for a deletion.
+pub(crate) type Record<'a> = (&'a [u8], Option<&'a [u8]>);
+
+/// Reads a file of the restored checkpoint by name.
+pub(crate) type FileReader = Box<dyn Fn(&str) -> SpateResult<bytes::Bytes>>;
+
 /// Appends one record: `u32 key length, key, 1 + u32 value length + value | 0`.
 fn push_record(out: &mut Vec<u8>, key: &[u8], value: Option<&[u8]>) {
     out.extend_from_slice(&(key.len() as u32).to_le_bytes());
@@ -605,10 +611,7 @@ fn push_record(out: &mut Vec<u8>, key: &[u8], value: Option<&[u8]>) {
 }
 
 /// The records of a base or delta file; `file` names it in errors.
-pub(crate) fn read_records<'a>(
-    bytes: &'a [u8],
-    file: &str,
-) -> SpateResult<Vec<(&'a [u8], Option<&'a [u8]>)>> {
+pub(crate) fn read_records<'a>(bytes: &'a [u8], file: &str) -> SpateResult<Vec<Record<'a>>> {
     let corrupt =
         |why: &str| SpateError::Job(format!("checkpoint state file {file} is corrupt: {why}"));
     let rest = bytes
