@@ -73,6 +73,9 @@
 //! (length-prefixed), so a key costs its values plus its state names and about 16 bytes per
 //! state. Creating the first state of a key allocates; reading a state a key does not have
 //! allocates and frees (it is created empty and removed when the handle drops).
+//! Measured (`cargo bench --bench state`, `BENCHMARKS.md`): a rolling count in a
+//! `ValueState` runs at about 40% of the speed of the same count in a plain `Option<u64>`, about
+//! 60 ns more per record; a TTL adds one clock read per access.
 //!
 //! # Time-to-live
 //!
