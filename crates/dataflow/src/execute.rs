@@ -211,7 +211,7 @@ impl<'s> BuildCtx<'s> {
     }
 
     /// Reads a file of the restored checkpoint (the chains of incremental snapshots).
-    pub(crate) fn restored_file_reader(&self) -> crate::state::FileReader {
+    pub(crate) fn restored_file_reader(&self) -> crate::backend::FileReader {
         let rt = self.shared.checkpoints.clone();
         Box::new(move |name: &str| match rt.as_ref() {
             Some(rt) => rt.restored_file(name),

@@ -73,6 +73,9 @@
 //! (length-prefixed), so a key costs its values plus its state names and about 16 bytes per
 //! state. Creating the first state of a key allocates; reading a state a key does not have
 //! allocates and frees (it is created empty and removed when the handle drops).
+//! Measured (`cargo bench --bench state`, `BENCHMARKS.md`): a rolling count in a
+//! `ValueState` runs at about 40% of the speed of the same count in a plain `Option<u64>`, about
+//! 60 ns more per record; a TTL adds one clock read per access.
 //!
 //! # Time-to-live
 //!
@@ -105,6 +108,7 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Duration;
 
+use rustc_hash::FxBuildHasher;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use spate_types::{Data, SpateError};
@@ -762,13 +766,13 @@ impl<T: StateData> SlotData for ListSlot<T> {
 #[serde(bound = "UK: StateData + Hash + Eq, UV: StateData")]
 struct MapSlot<UK, UV> {
     /// Per entry, its value and last access.
-    entries: HashMap<UK, (UV, Timestamp)>,
+    entries: HashMap<UK, (UV, Timestamp), FxBuildHasher>,
 }
 
 impl<UK, UV> Default for MapSlot<UK, UV> {
     fn default() -> Self {
         MapSlot {
-            entries: HashMap::new(),
+            entries: HashMap::default(),
         }
     }
 }
@@ -935,7 +939,7 @@ pub struct MapState<'a, UK: StateData + Hash + Eq, UV: StateData> {
 }
 
 impl<UK: StateData + Hash + Eq, UV: StateData> MapState<'_, UK, UV> {
-    fn map(&mut self) -> &mut HashMap<UK, (UV, Timestamp)> {
+    fn map(&mut self) -> &mut HashMap<UK, (UV, Timestamp), FxBuildHasher> {
         &mut self.slot.get::<MapSlot<UK, UV>>().entries
     }
 
@@ -983,7 +987,7 @@ impl<UK: StateData + Hash + Eq, UV: StateData> MapState<'_, UK, UV> {
     }
 
     /// Applies the TTL to every entry before an iteration (a read of all of them).
-    fn read_all(&mut self) -> &HashMap<UK, (UV, Timestamp)> {
+    fn read_all(&mut self) -> &HashMap<UK, (UV, Timestamp), FxBuildHasher> {
         let clock = self.slot.clock;
         if clock.has_ttl() {
             let map = &mut self.slot.get::<MapSlot<UK, UV>>().entries;
