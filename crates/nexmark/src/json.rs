@@ -834,7 +834,7 @@ impl<'a> Parser<'a> {
             city: city.ok_or_else(|| missing("person.city"))?,
             state: state.ok_or_else(|| missing("person.state"))?,
             date_time: dt.ok_or_else(|| missing("person.dateTime"))?,
-            extra: extra.unwrap_or_else(|| Text::EMPTY),
+            extra: extra.unwrap_or(Text::EMPTY),
         })
     }
 
@@ -868,7 +868,7 @@ impl<'a> Parser<'a> {
             expires: expires.ok_or_else(|| missing("auction.expires"))?,
             seller: seller.ok_or_else(|| missing("auction.seller"))?,
             category: category.ok_or_else(|| missing("auction.category"))?,
-            extra: extra.unwrap_or_else(|| Text::EMPTY),
+            extra: extra.unwrap_or(Text::EMPTY),
         })
     }
 
@@ -895,7 +895,7 @@ impl<'a> Parser<'a> {
             channel: channel.ok_or_else(|| missing("bid.channel"))?,
             url: url.ok_or_else(|| missing("bid.url"))?,
             date_time: dt.ok_or_else(|| missing("bid.dateTime"))?,
-            extra: extra.unwrap_or_else(|| Text::EMPTY),
+            extra: extra.unwrap_or(Text::EMPTY),
         })
     }
 }

@@ -351,7 +351,8 @@ mod tests {
         assert_eq!(hash(&|h| fixed.hash(h)), hash(&|h| "channel-7".hash(h)));
         let set: HashSet<Text> = [fixed.clone()].into();
         assert!(set.contains("channel-7") && set.contains(&shared));
-        assert!(Text::from("a") < Text::from_static("b"));
+        let (a, b) = (Text::from("a"), Text::from_static("b"));
+        assert!(a < b, "ordered by content");
         assert_eq!(format!("{fixed:?} {fixed}"), "\"channel-7\" channel-7");
         assert_eq!(Text::default(), Text::EMPTY);
         assert_eq!(&*Arc::<str>::from(fixed.clone()), "channel-7");

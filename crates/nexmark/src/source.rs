@@ -299,7 +299,7 @@ mod tests {
             worker_index: 0,
             workers: 1,
         };
-        let mut reader = NexmarkReader::new(&cfg, &source.shared, None, &ctx).unwrap();
+        let mut reader = NexmarkReader::new(&cfg, source.shared, None, &ctx).unwrap();
         let events = drain(&mut reader, 64);
         assert_eq!(events.len(), 1001);
         assert_eq!(reader.progress(), Some((1001, 1001)));
