@@ -45,6 +45,14 @@ pub struct NexmarkBenchArgs {
     /// Runs per query.
     #[arg(long, default_value_t = 1)]
     pub repeat: usize,
+    /// Also run each query with checkpoints under this directory (a fresh subdirectory per
+    /// run, never deleted), right after the run without: the steady-state cost of
+    /// checkpointing.
+    #[arg(long)]
+    pub checkpoint_dir: Option<PathBuf>,
+    /// How often to checkpoint with --checkpoint-dir, such as `1s`.
+    #[arg(long, default_value = "1s")]
+    pub checkpoint_interval: String,
 }
 
 /// `spate bench backpressure`.
@@ -81,32 +89,43 @@ fn nexmark(args: &NexmarkBenchArgs) -> Result<()> {
             .map(str::parse)
             .collect::<Result<_, _>>()?
     };
+    let mut runs = 0;
     for query in queries {
         let query = query.name();
         for _ in 0..args.repeat {
-            let mut cmd = Command::new(&exe);
-            cmd.args([
-                "nexmark",
-                "run",
-                "--json",
-                "--no-progress",
-                "--query",
-                query,
-            ])
-            .args(["--workers", &args.workers.to_string()])
-            .args(["--processes", &args.processes.to_string()]);
-            match &args.input {
-                Some(input) => cmd.arg("--input").arg(input),
-                None => cmd.args(["--events", &args.events.to_string()]),
-            };
-            let out = cmd.output().context("cannot run spate nexmark run")?;
-            if !out.status.success() {
-                bail!("{query}: {}", String::from_utf8_lossy(&out.stderr).trim());
-            }
-            let stdout = String::from_utf8_lossy(&out.stdout);
-            match stdout.lines().rev().find(|l| l.starts_with('{')) {
-                Some(line) => println!("{line}"),
-                None => bail!("{query}: no result line"),
+            let checkpointed = args.checkpoint_dir.iter().map(Some);
+            for checkpoint_dir in std::iter::once(None).chain(checkpointed) {
+                runs += 1;
+                let mut cmd = Command::new(&exe);
+                cmd.args([
+                    "nexmark",
+                    "run",
+                    "--json",
+                    "--no-progress",
+                    "--query",
+                    query,
+                ])
+                .args(["--workers", &args.workers.to_string()])
+                .args(["--processes", &args.processes.to_string()]);
+                match &args.input {
+                    Some(input) => cmd.arg("--input").arg(input),
+                    None => cmd.args(["--events", &args.events.to_string()]),
+                };
+                if let Some(dir) = checkpoint_dir {
+                    let run = format!("{query}-{}-{runs}", std::process::id());
+                    cmd.arg("--checkpoint-dir")
+                        .arg(dir.join(run))
+                        .args(["--checkpoint-interval", &args.checkpoint_interval]);
+                }
+                let out = cmd.output().context("cannot run spate nexmark run")?;
+                if !out.status.success() {
+                    bail!("{query}: {}", String::from_utf8_lossy(&out.stderr).trim());
+                }
+                let stdout = String::from_utf8_lossy(&out.stdout);
+                match stdout.lines().rev().find(|l| l.starts_with('{')) {
+                    Some(line) => println!("{line}"),
+                    None => bail!("{query}: no result line"),
+                }
             }
         }
     }

@@ -248,7 +248,11 @@ fn run_query(args: &RunArgs) -> Result<()> {
     let total_workers = args.workers * args.processes;
     let (events, unit): (DataStream<Event>, &str) = match &args.input {
         Some(path) => {
-            let decoder = Arc::new(|line: &[u8]| spate_nexmark::json::parse_event(line));
+            // Strings the query never reads are checked but not copied.
+            let projection = args.query.projection();
+            let decoder = Arc::new(move |line: &[u8]| {
+                spate_nexmark::json::parse_event_projected(line, projection)
+            });
             let source = JsonLinesSource::with_decoder(path.clone(), decoder)
                 .policy(args.bad_records.clone());
             (env.from_source(source).name("events"), "bytes")
@@ -314,6 +318,10 @@ fn run_query(args: &RunArgs) -> Result<()> {
             "dropped": dropped,
             "dead_lettered": dead,
             "peak_rss_mb": rss.map(|r| (r * 10.0).round() / 10.0),
+            "checkpoint_interval_ms": args
+                .checkpoint_dir
+                .as_ref()
+                .map(|_| args.checkpoint_interval.as_millis() as u64),
         });
         println!("{line}");
     } else {

@@ -163,10 +163,30 @@ impl<T: Data> DataStream<T> {
         I: IntoIterator<Item = R>,
     {
         self.batch_node("flat_map", move |batch, out| {
+            // Typically one record out per record in: one allocation instead of a growing
+            // buffer (the previous output buffer went downstream with its batch).
+            out.reserve(batch.len());
             for (ts, x) in batch.drain(..) {
                 out.extend(f(x).into_iter().map(|r| (ts, r)));
             }
         })
+    }
+
+    /// Replaces each batch of records by the records `f` appends to `out`, for local
+    /// pre-aggregation (a combiner before a shuffle). A batch holds `(event timestamp,
+    /// record)` pairs in arrival order, as the upstream operator handed them on at once; `f`
+    /// should drain it. `f` gives each output record its event timestamp, which should be one
+    /// of the records it stands for (operators downstream judge lateness by it).
+    ///
+    /// Batch sizes are not part of any guarantee (they depend on the source's poll size and
+    /// on the upstream operators): `f` must give the same final results for any split of the
+    /// stream into batches, for example by merging only records that every downstream
+    /// operator treats alike (same key, same window).
+    pub fn flat_map_batches<R: Data>(
+        &self,
+        f: impl Fn(&mut Vec<(Timestamp, T)>, &mut Vec<(Timestamp, R)>) + Send + Sync + 'static,
+    ) -> DataStream<R> {
+        self.batch_node("flat_map_batches", f)
     }
 
     /// Calls `f` on every record and passes the records on unchanged.

@@ -400,27 +400,40 @@ impl<T: 'static> SourceWatermarks<T> {
         out: &mut Vec<(Timestamp, T)>,
         now: Instant,
     ) {
-        let mut marks_iter = marks.drain(..).peekable();
-        let mut pending: Vec<SplitMark> = Vec::new();
-        if !records.is_empty() {
+        let n = records.len();
+        if n > 0 {
             self.last_record = now;
         }
-        for (i, record) in records.drain(..).enumerate() {
-            while let Some(mark) = marks_iter.next_if(|m| mark_at(m) <= i) {
-                pending.push(mark);
-            }
-            for mark in pending.drain(..) {
+        out.reserve(n);
+        let mut marks_iter = marks.drain(..).peekable();
+        let mut records = records.drain(..);
+        let mut at = 0;
+        // Runs of records between marks: one split lookup per run, not per record.
+        while at < n {
+            while let Some(mark) = marks_iter.next_if(|m| mark_at(m) <= at) {
                 self.apply_mark(mark, now);
             }
-            let ts = self.strategy.timestamp(&record, NO_TIMESTAMP);
-            let current = self.current;
-            let split = self.split_mut(current, now);
-            split.generator.on_event(&record, ts);
+            let end = marks_iter.peek().map_or(n, |m| mark_at(m).min(n));
+            let SourceWatermarks {
+                strategy,
+                splits,
+                current,
+                ..
+            } = self;
+            let split = splits.entry(*current).or_insert_with(|| SplitState {
+                generator: (strategy.generator)(),
+                last_active: now,
+                wm: NO_TIMESTAMP,
+            });
             split.last_active = now;
-            out.push((ts, record));
+            for record in records.by_ref().take(end - at) {
+                let ts = strategy.timestamp(&record, NO_TIMESTAMP);
+                split.generator.on_event(&record, ts);
+                out.push((ts, record));
+            }
+            at = end;
         }
-        let rest: Vec<SplitMark> = marks_iter.collect();
-        for mark in rest {
+        for mark in marks_iter {
             self.apply_mark(mark, now);
         }
     }

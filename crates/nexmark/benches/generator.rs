@@ -44,7 +44,7 @@ fn generate(c: &mut Criterion) {
     let shared = GeneratorShared::cached(&cfg);
     // Unbounded generators keep going across iterations, as in a long job; each batch is
     // dropped, as a pass-through query would.
-    let mut generator = NexmarkGenerator::with_shared(&cfg, 0, shared.clone()).expect("generator");
+    let mut generator = NexmarkGenerator::with_shared(&cfg, 0, shared).expect("generator");
     let mut batch = Vec::with_capacity(BATCH);
     group.bench_function("fill", |b| {
         b.iter(|| {
@@ -55,7 +55,7 @@ fn generate(c: &mut Criterion) {
             }
         })
     });
-    let mut generator = NexmarkGenerator::with_shared(&cfg, 0, shared.clone()).expect("generator");
+    let mut generator = NexmarkGenerator::with_shared(&cfg, 0, shared).expect("generator");
     group.bench_function("next_event", |b| {
         b.iter(|| {
             for _ in 0..EVENTS {

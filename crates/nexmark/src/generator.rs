@@ -28,12 +28,13 @@
 //!
 //! # Speed
 //!
-//! The strings that repeat (channels, urls, names, cities, states) are built once and handed
-//! out as `Arc<str>` clones; each generator holds its own copies of the few hottest ones so
-//! that workers do not contend on their reference counts. The `extra` payload of every event,
-//! e-mail addresses, credit cards and auction names and descriptions are one allocation each.
-//! The 1 MiB string and the 10000 channels ([`GeneratorShared`], a few milliseconds to build)
-//! are built once per seed and shared by all partitions of a process.
+//! The strings that repeat (channels, urls, names, cities, states) and the `extra` payloads
+//! (slices of the 1 MiB string) are handed out as [`Text::from_static`]: a bid costs no
+//! allocation and no reference count, to make or to drop. Only e-mail addresses, credit cards
+//! and auction names and descriptions are one allocation each. The 1 MiB string, the 10000
+//! channels and the 99 names ([`GeneratorShared`], a few milliseconds to build) are built once
+//! per seed and process, and kept for the life of the process (about 2 MB per seed; see
+//! [`GeneratorShared::cached`]).
 //!
 //! # Limits
 //!
@@ -44,11 +45,11 @@
 
 use std::fmt::Write as _;
 use std::ops::Range;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::Mutex;
 
 use spate_types::{SpateError, SpateResult};
 
-use crate::model::{Auction, Bid, Event, Person};
+use crate::model::{Auction, Bid, Event, Person, Text};
 
 // ------------------------------------------------------------------------ SplittableRandom
 
@@ -305,18 +306,20 @@ fn event_time_ms(base_time_ms: i64, delay_us: f64, n: u64) -> i64 {
 
 // --------------------------------------------------------------------------------- shared
 
-/// What all partitions of one seed share: the 1 MiB `extra` source string and the channel
-/// cache. Build it once and hand it to every [`NexmarkGenerator`]
-/// ([`GeneratorShared::cached`] does it process-wide).
+/// What all partitions of one seed share: the 1 MiB `extra` source string, the channel
+/// cache and the names. Generators borrow it for `'static`, so that the events can borrow
+/// their strings from it: [`GeneratorShared::cached`] builds it once per seed and process.
 #[derive(Debug)]
 pub struct GeneratorShared {
     seed: u64,
     extra_source: Box<str>,
-    hot_urls: [Arc<str>; 4],
-    channels: Box<[(Arc<str>, Arc<str>)]>,
+    hot_urls: [Box<str>; 4],
+    channels: Box<[(Box<str>, Box<str>)]>,
+    /// `FIRST_NAMES[i] + " " + LAST_NAMES[j]` at `i * 9 + j`.
+    names: Box<[Box<str>]>,
 }
 
-static SHARED_CACHE: Mutex<Vec<(u64, Weak<GeneratorShared>)>> = Mutex::new(Vec::new());
+static SHARED_CACHE: Mutex<Vec<&'static GeneratorShared>> = Mutex::new(Vec::new());
 
 impl GeneratorShared {
     /// Builds the shared data of `cfg.seed` (the extra string from `seed + 1`, the channels
@@ -331,7 +334,7 @@ impl GeneratorShared {
             REUSABLE_LEN,
         );
         let mut crnd = SplittableRandom::new(seed.wrapping_add(2));
-        let hot_urls: [Arc<str>; 4] = std::array::from_fn(|_| Arc::from(base_url(&mut crnd)));
+        let hot_urls: [Box<str>; 4] = std::array::from_fn(|_| base_url(&mut crnd).into());
         let mut channels = Vec::with_capacity(CHANNELS_NUMBER);
         for i in 0..CHANNELS_NUMBER {
             let mut url = base_url(&mut crnd);
@@ -339,32 +342,35 @@ impl GeneratorShared {
                 let id = java_abs_reverse(i as i32);
                 write!(url, "&channel_id={id}").expect("writing to a String cannot fail");
             }
-            channels.push((Arc::from(format!("channel-{i}")), Arc::from(url)));
+            channels.push((format!("channel-{i}").into(), url.into()));
+        }
+        let mut names = Vec::with_capacity(FIRST_NAMES.len() * LAST_NAMES.len());
+        for first in FIRST_NAMES {
+            for last in LAST_NAMES {
+                names.push(format!("{first} {last}").into_boxed_str());
+            }
         }
         GeneratorShared {
             seed,
             extra_source: extra_source.into_boxed_str(),
             hot_urls,
             channels: channels.into_boxed_slice(),
+            names: names.into_boxed_slice(),
         }
     }
 
-    /// The shared data of `cfg.seed`, from a process-wide cache: built once while any
-    /// generator of that seed lives.
-    pub fn cached(cfg: &GeneratorConfig) -> Arc<Self> {
+    /// The shared data of `cfg.seed`, from a process-wide cache: built on first use and kept
+    /// for the life of the process (about 2 MB per seed), so that events can borrow their
+    /// strings from it without reference counts.
+    pub fn cached(cfg: &GeneratorConfig) -> &'static Self {
         let mut cache = SHARED_CACHE
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if let Some(shared) = cache
-            .iter()
-            .find(|(seed, _)| *seed == cfg.seed)
-            .and_then(|(_, weak)| weak.upgrade())
-        {
+        if let Some(shared) = cache.iter().find(|shared| shared.seed == cfg.seed) {
             return shared;
         }
-        cache.retain(|(_, weak)| weak.strong_count() > 0);
-        let shared = Arc::new(Self::for_seed(cfg.seed));
-        cache.push((cfg.seed, Arc::downgrade(&shared)));
+        let shared: &'static Self = Box::leak(Box::new(Self::for_seed(cfg.seed)));
+        cache.push(shared);
         shared
     }
 
@@ -379,12 +385,12 @@ impl GeneratorShared {
     }
 
     /// The url of each of the 4 hot channels (`Google`, `Facebook`, `Baidu`, `Apple`).
-    pub fn hot_urls(&self) -> &[Arc<str>; 4] {
+    pub fn hot_urls(&self) -> &[Box<str>; 4] {
         &self.hot_urls
     }
 
     /// The 10000 cold channels, as `(channel-N, url)`.
-    pub fn channels(&self) -> &[(Arc<str>, Arc<str>)] {
+    pub fn channels(&self) -> &[(Box<str>, Box<str>)] {
         &self.channels
     }
 }
@@ -458,38 +464,6 @@ fn base_url(rnd: &mut SplittableRandom) -> String {
 
 // ------------------------------------------------------------------------------ generator
 
-/// Per-generator copies of the small string tables, so that the reference counts of the
-/// hottest strings are not shared between workers.
-#[derive(Debug)]
-struct LocalStrings {
-    hot_channels: [Arc<str>; 4],
-    hot_urls: [Arc<str>; 4],
-    /// `FIRST_NAMES[i] + " " + LAST_NAMES[j]` at `i * 9 + j`.
-    names: Box<[Arc<str>]>,
-    cities: [Arc<str>; 10],
-    states: [Arc<str>; 6],
-    empty: Arc<str>,
-}
-
-impl LocalStrings {
-    fn new(shared: &GeneratorShared) -> Self {
-        let mut names = Vec::with_capacity(FIRST_NAMES.len() * LAST_NAMES.len());
-        for first in FIRST_NAMES {
-            for last in LAST_NAMES {
-                names.push(Arc::from(format!("{first} {last}")));
-            }
-        }
-        LocalStrings {
-            hot_channels: HOT_CHANNELS.map(Arc::from),
-            hot_urls: std::array::from_fn(|i| Arc::from(&*shared.hot_urls[i])),
-            names: names.into_boxed_slice(),
-            cities: US_CITIES.map(Arc::from),
-            states: US_STATES.map(Arc::from),
-            empty: Arc::from(""),
-        }
-    }
-}
-
 /// The seed of partition `p` when there are several: well mixed, distinct for each `p`.
 fn partition_seed(seed: u64, partition: usize) -> u64 {
     // "nexmark!" keeps the partition streams apart from the seed + 1 and seed + 2 streams.
@@ -509,8 +483,7 @@ fn partition_seed(seed: u64, partition: usize) -> u64 {
 /// `events`), in that order. See the [module docs](self) for what the data depends on.
 #[derive(Debug)]
 pub struct NexmarkGenerator {
-    shared: Arc<GeneratorShared>,
-    local: LocalStrings,
+    shared: &'static GeneratorShared,
     rng: SplittableRandom,
     /// The number of the next event.
     next_n: u64,
@@ -537,7 +510,7 @@ impl NexmarkGenerator {
     pub fn with_shared(
         cfg: &GeneratorConfig,
         partition: usize,
-        shared: Arc<GeneratorShared>,
+        shared: &'static GeneratorShared,
     ) -> SpateResult<Self> {
         cfg.validate()?;
         if partition >= cfg.partitions {
@@ -558,7 +531,6 @@ impl NexmarkGenerator {
             partition_seed(cfg.seed, partition)
         };
         Ok(NexmarkGenerator {
-            local: LocalStrings::new(&shared),
             shared,
             rng: SplittableRandom::new(seed),
             next_n: partition as u64,
@@ -630,9 +602,9 @@ impl NexmarkGenerator {
         if rem >= PERSON_PROPORTION + AUCTION_PROPORTION {
             Event::Bid(self.bid(n, ts))
         } else if rem >= PERSON_PROPORTION {
-            Event::Auction(self.auction(n, ts))
+            Event::Auction(Box::new(self.auction(n, ts)))
         } else {
-            Event::Person(self.person(n, ts))
+            Event::Person(Box::new(self.person(n, ts)))
         }
     }
 
@@ -652,24 +624,26 @@ impl NexmarkGenerator {
             self.next_person_id(eid)
         } + self.bidder_offset;
         let price_draw = self.rng.next_double();
-        let (channel, url) = if self.rng.next_bounded(HOT_CHANNELS_RATIO) > 0 {
-            let i = self.rng.next_bounded(4) as usize;
-            (&self.local.hot_channels[i], &self.local.hot_urls[i])
-        } else {
-            let i = self.rng.next_bounded(CHANNELS_NUMBER as i64) as usize;
-            let (c, u) = &self.shared.channels[i];
-            (c, u)
-        };
+        let shared: &'static GeneratorShared = self.shared;
+        let (channel, url): (&'static str, &'static str) =
+            if self.rng.next_bounded(HOT_CHANNELS_RATIO) > 0 {
+                let i = self.rng.next_bounded(4) as usize;
+                (HOT_CHANNELS[i], &shared.hot_urls[i])
+            } else {
+                let i = self.rng.next_bounded(CHANNELS_NUMBER as i64) as usize;
+                let (c, u) = &shared.channels[i];
+                (c, u)
+            };
         let extra = extra_range(&mut self.rng, BID_EXTRA_BASE, AVG_BID_BYTES);
         let price = price_from(price_draw);
         Bid {
             auction,
             bidder,
             price,
-            channel: channel.clone(),
-            url: url.clone(),
+            channel: Text::from_static(channel),
+            url: Text::from_static(url),
             date_time: ts,
-            extra: Arc::from(&self.shared.extra_source[extra]),
+            extra: Text::from_static(&shared.extra_source[extra]),
         }
     }
 
@@ -688,10 +662,10 @@ impl NexmarkGenerator {
         let expires = ts.saturating_add(1 + self.rng.next_bounded(if h2 > 1 { h2 } else { 1 }));
         self.scratch.clear();
         next_string_into(&mut self.rng, 20, b' ', &mut self.scratch);
-        let item_name: Arc<str> = Arc::from(self.scratch.as_str());
+        let item_name = Text::from(self.scratch.as_str());
         self.scratch.clear();
         next_string_into(&mut self.rng, 100, b' ', &mut self.scratch);
-        let description: Arc<str> = Arc::from(self.scratch.as_str());
+        let description = Text::from(self.scratch.as_str());
         let reserve = initial_bid + self.next_price();
         let current = 8 + item_name.len() + description.len() + 8 + 8 + 8 + 8 + 8;
         let extra = self.next_extra(current, AVG_AUCTION_BYTES);
@@ -714,13 +688,14 @@ impl NexmarkGenerator {
         let id = last_person_id(eid) + FIRST_PERSON_ID;
         let first = self.rng.next_bounded(FIRST_NAMES.len() as i64) as usize;
         let last = self.rng.next_bounded(LAST_NAMES.len() as i64) as usize;
-        let name = self.local.names[first * LAST_NAMES.len() + last].clone();
+        let shared: &'static GeneratorShared = self.shared;
+        let name = Text::from_static(&shared.names[first * LAST_NAMES.len() + last]);
         self.scratch.clear();
         next_string_into(&mut self.rng, 7, b' ', &mut self.scratch);
         self.scratch.push('@');
         next_string_into(&mut self.rng, 5, b' ', &mut self.scratch);
         self.scratch.push_str(".com");
-        let email_address: Arc<str> = Arc::from(self.scratch.as_str());
+        let email_address = Text::from(self.scratch.as_str());
         let mut card = [b' '; 19];
         for group in 0..4 {
             let v = self.rng.next_bounded(10_000) as u16;
@@ -730,12 +705,12 @@ impl NexmarkGenerator {
             card[at + 2] = b'0' + (v / 10 % 10) as u8;
             card[at + 3] = b'0' + (v % 10) as u8;
         }
-        let credit_card: Arc<str> =
-            Arc::from(std::str::from_utf8(&card).expect("a credit card is ASCII digits"));
+        let credit_card =
+            Text::from(std::str::from_utf8(&card).expect("a credit card is ASCII digits"));
         let city =
-            self.local.cities[self.rng.next_bounded(US_CITIES.len() as i64) as usize].clone();
+            Text::from_static(US_CITIES[self.rng.next_bounded(US_CITIES.len() as i64) as usize]);
         let state =
-            self.local.states[self.rng.next_bounded(US_STATES.len() as i64) as usize].clone();
+            Text::from_static(US_STATES[self.rng.next_bounded(US_STATES.len() as i64) as usize]);
         let current =
             8 + name.len() + email_address.len() + credit_card.len() + city.len() + state.len();
         let extra = self.next_extra(current, AVG_PERSON_BYTES);
@@ -771,12 +746,10 @@ impl NexmarkGenerator {
     }
 
     #[inline(always)]
-    fn next_extra(&mut self, current: usize, desired: usize) -> Arc<str> {
+    fn next_extra(&mut self, current: usize, desired: usize) -> Text {
         let range = extra_range(&mut self.rng, current, desired);
-        if range.is_empty() {
-            return self.local.empty.clone();
-        }
-        Arc::from(&self.shared.extra_source[range])
+        let shared: &'static GeneratorShared = self.shared;
+        Text::from_static(&shared.extra_source[range])
     }
 }
 

@@ -35,11 +35,14 @@
 //! found a string" or "malformed JSON at byte 17: expected ':', found '}'".
 //! [`event_from_json_value`] is the slow reference for the same rules, on a
 //! `serde_json::Value`; the tests check that both accept the same lines.
+//!
+//! [`parse_event_projected`] checks a line in the same way, but leaves empty the string fields
+//! a reader does not need (a [`Projection`], for example a query's
+//! [`crate::queries::Query::projection`]): most of a bid's bytes are its `extra` padding, and
+//! its channel and url, which few queries read.
 
+use crate::model::{Auction, Bid, Event, Person, Text};
 use std::borrow::Cow;
-use std::sync::Arc;
-
-use crate::model::{Auction, Bid, Event, Person};
 
 // ------------------------------------------------------------------------------- writing
 
@@ -716,9 +719,9 @@ impl<'a> Parser<'a> {
 
     /// A string field.
     #[inline]
-    fn str_field(&mut self, field: &str) -> PResult<Arc<str>> {
+    fn str_field(&mut self, field: &str) -> PResult<Text> {
         match self.peek() {
-            Some(b'"') => Ok(Arc::from(self.string()?)),
+            Some(b'"') => Ok(Text::from(self.string()?)),
             other => Err(wrong_type(field, "a string", kind_name(other))),
         }
     }
@@ -831,7 +834,7 @@ impl<'a> Parser<'a> {
             city: city.ok_or_else(|| missing("person.city"))?,
             state: state.ok_or_else(|| missing("person.state"))?,
             date_time: dt.ok_or_else(|| missing("person.dateTime"))?,
-            extra: extra.unwrap_or_else(|| Arc::from("")),
+            extra: extra.unwrap_or(Text::EMPTY),
         })
     }
 
@@ -865,7 +868,7 @@ impl<'a> Parser<'a> {
             expires: expires.ok_or_else(|| missing("auction.expires"))?,
             seller: seller.ok_or_else(|| missing("auction.seller"))?,
             category: category.ok_or_else(|| missing("auction.category"))?,
-            extra: extra.unwrap_or_else(|| Arc::from("")),
+            extra: extra.unwrap_or(Text::EMPTY),
         })
     }
 
@@ -892,7 +895,7 @@ impl<'a> Parser<'a> {
             channel: channel.ok_or_else(|| missing("bid.channel"))?,
             url: url.ok_or_else(|| missing("bid.url"))?,
             date_time: dt.ok_or_else(|| missing("bid.dateTime"))?,
-            extra: extra.unwrap_or_else(|| Arc::from("")),
+            extra: extra.unwrap_or(Text::EMPTY),
         })
     }
 }
@@ -928,8 +931,8 @@ fn assemble(
         ));
     }
     let event = match (person, auction, bid) {
-        (Some(p), _, _) => Event::Person(p),
-        (_, Some(a), _) => Event::Auction(a),
+        (Some(p), _, _) => Event::Person(Box::new(p)),
+        (_, Some(a), _) => Event::Auction(Box::new(a)),
         (_, _, Some(b)) => Event::Bid(b),
         _ => {
             return Err(format!(
@@ -954,10 +957,96 @@ fn assemble(
 /// See the [module docs](self) for what it accepts. Never panics; bad input gives an `Err`
 /// with a one-line reason.
 pub fn parse_event(line: &[u8]) -> Result<Event, String> {
-    if let Some(event) = fast::parse(line) {
+    parse_event_projected(line, Projection::ALL)
+}
+
+/// Like [`parse_event`], but only the string fields in `projection` are materialized; the
+/// others are left empty ([`Text::EMPTY`]). The line is checked exactly as [`parse_event`]
+/// checks it (a line one rejects, the other rejects with the same reason), and every integer
+/// and timestamp is read: a projection only saves the copies (and allocations) of strings
+/// that a query never reads, such as the `extra` padding.
+pub fn parse_event_projected(line: &[u8], projection: Projection) -> Result<Event, String> {
+    if let Some(event) = fast::parse(line, projection) {
         return Ok(event);
     }
-    parse_general(line)
+    parse_general(line).map(|mut event| {
+        projection.apply(&mut event);
+        event
+    })
+}
+
+/// The string fields of the events that a reader needs (see [`parse_event_projected`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Projection(u16);
+
+impl Projection {
+    /// Every field.
+    pub const ALL: Projection = Projection(u16::MAX);
+    /// No string field (only ids, numbers and times).
+    pub const NONE: Projection = Projection(0);
+    /// `person.name`.
+    pub const PERSON_NAME: Projection = Projection(1);
+    /// `person.emailAddress`.
+    pub const PERSON_EMAIL: Projection = Projection(1 << 1);
+    /// `person.creditCard`.
+    pub const PERSON_CREDIT_CARD: Projection = Projection(1 << 2);
+    /// `person.city`.
+    pub const PERSON_CITY: Projection = Projection(1 << 3);
+    /// `person.state`.
+    pub const PERSON_STATE: Projection = Projection(1 << 4);
+    /// `person.extra`.
+    pub const PERSON_EXTRA: Projection = Projection(1 << 5);
+    /// `auction.itemName`.
+    pub const AUCTION_ITEM_NAME: Projection = Projection(1 << 6);
+    /// `auction.description`.
+    pub const AUCTION_DESCRIPTION: Projection = Projection(1 << 7);
+    /// `auction.extra`.
+    pub const AUCTION_EXTRA: Projection = Projection(1 << 8);
+    /// `bid.channel`.
+    pub const BID_CHANNEL: Projection = Projection(1 << 9);
+    /// `bid.url`.
+    pub const BID_URL: Projection = Projection(1 << 10);
+    /// `bid.extra`.
+    pub const BID_EXTRA: Projection = Projection(1 << 11);
+
+    /// The fields of both.
+    pub const fn union(self, other: Projection) -> Projection {
+        Projection(self.0 | other.0)
+    }
+
+    /// Whether every field of `other` is in `self`.
+    pub const fn contains(self, other: Projection) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    /// Empties the string fields of `event` that are not in this projection.
+    pub fn apply(self, event: &mut Event) {
+        let keep = |field: Projection, text: &mut Text| {
+            if !self.contains(field) {
+                *text = Text::EMPTY;
+            }
+        };
+        match event {
+            Event::Person(p) => {
+                keep(Self::PERSON_NAME, &mut p.name);
+                keep(Self::PERSON_EMAIL, &mut p.email_address);
+                keep(Self::PERSON_CREDIT_CARD, &mut p.credit_card);
+                keep(Self::PERSON_CITY, &mut p.city);
+                keep(Self::PERSON_STATE, &mut p.state);
+                keep(Self::PERSON_EXTRA, &mut p.extra);
+            }
+            Event::Auction(a) => {
+                keep(Self::AUCTION_ITEM_NAME, &mut a.item_name);
+                keep(Self::AUCTION_DESCRIPTION, &mut a.description);
+                keep(Self::AUCTION_EXTRA, &mut a.extra);
+            }
+            Event::Bid(b) => {
+                keep(Self::BID_CHANNEL, &mut b.channel);
+                keep(Self::BID_URL, &mut b.url);
+                keep(Self::BID_EXTRA, &mut b.extra);
+            }
+        }
+    }
 }
 
 /// The general parser: any layout, and the reason when the line is bad.
@@ -1006,15 +1095,16 @@ fn parse_general(line: &[u8]) -> Result<Event, String> {
 ///
 /// It checks the whole line once (no control character, valid UTF-8) instead of each string:
 /// in the exact layout, control characters and non-ASCII bytes can only be inside strings,
-/// so this accepts exactly the same lines, and every string is then a slice of a `&str`.
+/// so this accepts exactly the same lines. A line of printable ASCII (every generated line)
+/// passes both checks in one pass. Strings the [`Projection`] leaves out are only checked
+/// and skipped (escapes included), never copied.
 /// Strings that take few distinct values (a bid's channel and url, a person's name, city and
 /// state) come from a small per-thread cache instead of a new allocation each.
 mod fast {
     use std::cell::{Cell, RefCell};
-    use std::sync::Arc;
 
-    use super::parse_ts_bytes;
-    use crate::model::{Auction, Bid, Event, Person};
+    use super::{parse_ts_bytes, Projection};
+    use crate::model::{Auction, Bid, Event, Person, Text};
 
     /// The number of slots of the per-thread cache of repeated strings (a power of two).
     const INTERN_SLOTS: usize = 1 << 14;
@@ -1022,11 +1112,11 @@ mod fast {
     const INTERN_MAX_LEN: usize = 128;
 
     thread_local! {
-        /// Where strings with escapes are decoded before they become an `Arc<str>`.
+        /// Where strings with escapes are decoded before they become a `Text`.
         static SCRATCH: RefCell<String> = const { RefCell::new(String::new()) };
         /// A direct-mapped cache of repeated strings: a hit is a reference count increment
         /// instead of an allocation and a copy; a miss replaces the slot.
-        static INTERNED: RefCell<Vec<Option<Arc<str>>>> = const { RefCell::new(Vec::new()) };
+        static INTERNED: RefCell<Vec<Option<Text>>> = const { RefCell::new(Vec::new()) };
     }
 
     #[inline(always)]
@@ -1052,11 +1142,11 @@ mod fast {
         (h >> (64 - INTERN_SLOTS.trailing_zeros())) as usize
     }
 
-    /// `s` as an `Arc<str>`, from the per-thread cache when it holds it.
+    /// `s` as a `Text`, from the per-thread cache when it holds it.
     #[inline]
-    fn intern(s: &str) -> Arc<str> {
+    fn intern(s: &str) -> Text {
         if s.len() > INTERN_MAX_LEN {
-            return Arc::from(s);
+            return Text::from(s);
         }
         let slot = slot_of(s.as_bytes());
         INTERNED.with_borrow_mut(|table| {
@@ -1066,13 +1156,27 @@ mod fast {
             let entry = &mut table[slot];
             if let Some(cached) = entry {
                 if **cached == *s {
-                    return Arc::clone(cached);
+                    return cached.clone();
                 }
             }
-            let fresh: Arc<str> = Arc::from(s);
-            *entry = Some(Arc::clone(&fresh));
+            let fresh = Text::from(s);
+            *entry = Some(fresh.clone());
             fresh
         })
+    }
+
+    /// Whether every byte of `b` is printable ASCII (0x20 to 0x7F).
+    #[inline(always)]
+    fn printable_ascii(b: &[u8]) -> bool {
+        // Whole chunks without an early exit, so that it vectorizes.
+        let outside = |c: u8| c.wrapping_sub(0x20) >= 0x60;
+        let mut chunks = b.chunks_exact(32);
+        for chunk in &mut chunks {
+            if chunk.iter().fold(false, |acc, &c| acc | outside(c)) {
+                return false;
+            }
+        }
+        !chunks.remainder().iter().any(|&c| outside(c))
     }
 
     /// Whether `b` holds a control character (below 0x20), which JSON forbids in strings.
@@ -1122,10 +1226,12 @@ mod fast {
     }
 
     struct Cursor<'a> {
-        /// The line, checked to be UTF-8 without control characters.
-        s: &'a str,
+        /// The line, checked to be UTF-8 without control characters: every slice between
+        /// ASCII delimiters is UTF-8 too.
         b: &'a [u8],
         i: usize,
+        /// The string fields to materialize.
+        projection: Projection,
     }
 
     impl<'a> Cursor<'a> {
@@ -1177,23 +1283,71 @@ mod fast {
                 return Some(Err(()));
             }
             self.i = start + end + 1;
-            self.s.get(start..start + end).map(Ok)
+            std::str::from_utf8(&self.b[start..start + end])
+                .ok()
+                .map(Ok)
         }
 
         /// The rest of a string whose opening quote was consumed.
         #[inline(always)]
-        fn string(&mut self) -> Option<Arc<str>> {
-            match self.plain()? {
-                Ok(s) => Some(Arc::from(s)),
-                Err(()) => self.string_escaped(false),
+        fn string(&mut self) -> Option<Text> {
+            // One search for the end or the first escape (long strings, such as `extra`
+            // payloads, often have one).
+            let start = self.i;
+            let rest = &self.b[start..];
+            let end = memchr::memchr2(b'"', b'\\', rest)?;
+            if rest[end] == b'\\' {
+                return self.string_escaped(false);
             }
+            self.i = start + end + 1;
+            std::str::from_utf8(&rest[..end]).ok().map(Text::from)
+        }
+
+        /// The rest of a string whose opening quote was consumed, if `field` is in the
+        /// projection; otherwise it is checked and skipped, and the field left empty.
+        #[inline(always)]
+        fn field(&mut self, field: Projection) -> Option<Text> {
+            if self.projection.contains(field) {
+                return self.string();
+            }
+            self.skip_string().map(|()| Text::EMPTY)
+        }
+
+        /// Checks and skips the rest of a string whose opening quote was consumed, as
+        /// [`Self::string`] would read it (the same escapes accepted), without decoding it:
+        /// one pass to the closing quote.
+        #[inline]
+        fn skip_string(&mut self) -> Option<()> {
+            let mut i = self.i;
+            loop {
+                let rest = &self.b[i..];
+                let k = memchr::memchr2(b'"', b'\\', rest)?;
+                if rest[k] == b'"' {
+                    self.i = i + k + 1;
+                    return Some(());
+                }
+                match rest.get(k + 1)? {
+                    b'"' | b'\\' | b'/' | b'n' | b't' | b'r' | b'b' | b'f' => {}
+                    _ => return None,
+                }
+                i += k + 2;
+            }
+        }
+
+        /// Like [`Self::field`], for a string that takes few distinct values.
+        #[inline(always)]
+        fn interned_field(&mut self, field: Projection) -> Option<Text> {
+            if self.projection.contains(field) {
+                return self.interned();
+            }
+            self.field(field)
         }
 
         /// Like [`Self::string`], for a string that takes few distinct values.
         #[inline(always)]
-        fn interned(&mut self) -> Option<Arc<str>> {
+        fn interned(&mut self) -> Option<Text> {
             match self.plain()? {
-                Ok(s) => Some(Arc::from(s)),
+                Ok(s) => Some(Text::from(s)),
                 Err(()) => self.string_escaped(true),
             }
         }
@@ -1201,20 +1355,20 @@ mod fast {
         /// A string with escapes (`interned`: from the cache); `\u` escapes are left to the
         /// general parser.
         #[inline(never)]
-        fn string_escaped(&mut self, interned: bool) -> Option<Arc<str>> {
+        fn string_escaped(&mut self, interned: bool) -> Option<Text> {
             SCRATCH.with_borrow_mut(|buf| {
                 buf.clear();
                 let mut i = self.i;
                 loop {
                     let rest = &self.b[i..];
                     let k = memchr::memchr2(b'"', b'\\', rest)?;
-                    buf.push_str(self.s.get(i..i + k)?);
+                    buf.push_str(std::str::from_utf8(&self.b[i..i + k]).ok()?);
                     if rest[k] == b'"' {
                         self.i = i + k + 1;
                         return Some(if interned {
                             intern(buf)
                         } else {
-                            Arc::from(buf.as_str())
+                            Text::from(buf.as_str())
                         });
                     }
                     buf.push(match rest.get(k + 1)? {
@@ -1254,13 +1408,13 @@ mod fast {
             self.lit(b",\"price\":")?;
             let price = self.int()?;
             self.lit(b",\"channel\":\"")?;
-            let channel = self.interned()?;
+            let channel = self.interned_field(Projection::BID_CHANNEL)?;
             self.lit(b",\"url\":\"")?;
-            let url = self.interned()?;
+            let url = self.interned_field(Projection::BID_URL)?;
             self.lit(b",\"dateTime\":\"")?;
             let date_time = self.ts()?;
             self.lit(b",\"extra\":\"")?;
-            let extra = self.string()?;
+            let extra = self.field(Projection::BID_EXTRA)?;
             self.lit(b"}")?;
             Some(Bid {
                 auction,
@@ -1278,9 +1432,9 @@ mod fast {
             self.lit(b"{\"id\":")?;
             let id = self.int()?;
             self.lit(b",\"itemName\":\"")?;
-            let item_name = self.string()?;
+            let item_name = self.field(Projection::AUCTION_ITEM_NAME)?;
             self.lit(b",\"description\":\"")?;
-            let description = self.string()?;
+            let description = self.field(Projection::AUCTION_DESCRIPTION)?;
             self.lit(b",\"initialBid\":")?;
             let initial_bid = self.int()?;
             self.lit(b",\"reserve\":")?;
@@ -1294,7 +1448,7 @@ mod fast {
             self.lit(b",\"category\":")?;
             let category = self.int()?;
             self.lit(b",\"extra\":\"")?;
-            let extra = self.string()?;
+            let extra = self.field(Projection::AUCTION_EXTRA)?;
             self.lit(b"}")?;
             Some(Auction {
                 id,
@@ -1315,19 +1469,19 @@ mod fast {
             self.lit(b"{\"id\":")?;
             let id = self.int()?;
             self.lit(b",\"name\":\"")?;
-            let name = self.interned()?;
+            let name = self.interned_field(Projection::PERSON_NAME)?;
             self.lit(b",\"emailAddress\":\"")?;
-            let email_address = self.string()?;
+            let email_address = self.field(Projection::PERSON_EMAIL)?;
             self.lit(b",\"creditCard\":\"")?;
-            let credit_card = self.string()?;
+            let credit_card = self.field(Projection::PERSON_CREDIT_CARD)?;
             self.lit(b",\"city\":\"")?;
-            let city = self.interned()?;
+            let city = self.interned_field(Projection::PERSON_CITY)?;
             self.lit(b",\"state\":\"")?;
-            let state = self.interned()?;
+            let state = self.interned_field(Projection::PERSON_STATE)?;
             self.lit(b",\"dateTime\":\"")?;
             let date_time = self.ts()?;
             self.lit(b",\"extra\":\"")?;
-            let extra = self.string()?;
+            let extra = self.field(Projection::PERSON_EXTRA)?;
             self.lit(b"}")?;
             Some(Person {
                 id,
@@ -1344,9 +1498,13 @@ mod fast {
 
     /// The event of a line in the exact writer layout, or `None`.
     #[inline]
-    pub(super) fn parse(line: &[u8]) -> Option<Event> {
-        // In the exact layout, bytes below 0x20 can only be a line end after the object.
-        let b = if has_control(line) {
+    pub(super) fn parse(line: &[u8], projection: Projection) -> Option<Event> {
+        // Printable ASCII (every generated line) is valid UTF-8 without control characters:
+        // one pass. Otherwise, in the exact layout, bytes below 0x20 can only be a line end
+        // after the object, and the line must be valid UTF-8.
+        let b = if printable_ascii(line) {
+            line
+        } else if has_control(line) {
             let body_len = line.len()
                 - line
                     .iter()
@@ -1357,12 +1515,17 @@ mod fast {
             if has_control(body) {
                 return None;
             }
+            simdutf8::basic::from_utf8(body).ok()?;
             body
         } else {
+            simdutf8::basic::from_utf8(line).ok()?;
             line
         };
-        let s = simdutf8::basic::from_utf8(b).ok()?;
-        let mut c = Cursor { s, b, i: 0 };
+        let mut c = Cursor {
+            b,
+            i: 0,
+            projection,
+        };
         c.lit(b"{\"event_type\":")?;
         let event = match c.b.get(c.i)? {
             b'2' => {
@@ -1375,13 +1538,13 @@ mod fast {
                 c.lit(b"1,\"person\":null,\"auction\":")?;
                 let auction = c.auction()?;
                 c.lit(b",\"bid\":null}")?;
-                Event::Auction(auction)
+                Event::Auction(Box::new(auction))
             }
             b'0' => {
                 c.lit(b"0,\"person\":")?;
                 let person = c.person()?;
                 c.lit(b",\"auction\":null,\"bid\":null}")?;
-                Event::Person(person)
+                Event::Person(Box::new(person))
             }
             _ => return None,
         };
@@ -1497,11 +1660,11 @@ pub fn event_from_json_value(v: &serde_json::Value) -> Result<Event, String> {
             Some(v) => Err(wrong_type(field, "an integer", kind(v))),
         }
     }
-    fn string(o: &serde_json::Map<String, J>, field: &str, key: &str) -> PResult<Arc<str>> {
+    fn string(o: &serde_json::Map<String, J>, field: &str, key: &str) -> PResult<Text> {
         match o.get(key) {
-            None if key == "extra" => Ok(Arc::from("")),
+            None if key == "extra" => Ok(Text::EMPTY),
             None => Err(missing(field)),
-            Some(J::String(s)) => Ok(Arc::from(s.as_str())),
+            Some(J::String(s)) => Ok(Text::from(s.as_str())),
             Some(v) => Err(wrong_type(field, "a string", kind(v))),
         }
     }
@@ -1696,8 +1859,15 @@ mod tests {
         for (k, e) in events.iter().enumerate() {
             let mut line = Vec::new();
             write_event(e, &mut line);
-            assert_eq!(fast::parse(&line).as_ref(), Some(e));
+            assert_eq!(fast::parse(&line, Projection::ALL).as_ref(), Some(e));
             assert_eq!(parse_general(&line).as_ref(), Ok(e));
+            // Each projection keeps exactly its fields.
+            for bit in 0..12 {
+                let projection = Projection(1 << bit);
+                let mut want = e.clone();
+                projection.apply(&mut want);
+                assert_eq!(parse_event_projected(&line, projection), Ok(want));
+            }
             // Damage one line of each kind everywhere: when the fast path still takes it, it
             // must agree with the general parser.
             if ![0, 1, 4].contains(&k) {
@@ -1713,7 +1883,7 @@ mod tests {
                     let mut inserted = line.clone();
                     inserted.insert(at, b);
                     for damaged in [replaced, inserted] {
-                        if let Some(fast) = fast::parse(&damaged) {
+                        if let Some(fast) = fast::parse(&damaged, Projection::ALL) {
                             assert_eq!(
                                 parse_general(&damaged).as_ref(),
                                 Ok(&fast),
@@ -1721,6 +1891,18 @@ mod tests {
                                 String::from_utf8_lossy(&damaged)
                             );
                         }
+                        // A projection accepts and rejects the same lines.
+                        let full = parse_event(&damaged);
+                        let none = parse_event_projected(&damaged, Projection::NONE);
+                        assert_eq!(
+                            full.map(|mut e| {
+                                Projection::NONE.apply(&mut e);
+                                e
+                            }),
+                            none,
+                            "{}",
+                            String::from_utf8_lossy(&damaged)
+                        );
                     }
                 }
             }

@@ -4,14 +4,181 @@
 //! and so on). Event times (`date_time`, `expires`) are epoch milliseconds, UTC; the JSON
 //! form writes them as `YYYY-MM-DD HH:MM:SS.mmm` (see [`crate::json`]).
 //!
-//! Strings are `Arc<str>`: cloning an event is cheap, and the generator hands out its
-//! repeated strings (channels, urls, names, cities, states) by reference count instead of
-//! allocating them for every event.
+//! Strings are [`Text`]: either a `&'static str` or a shared `Arc<str>`. The generator
+//! hands out the strings it takes from its per-seed tables (channels, urls, names, cities,
+//! states, and the `extra` payloads, which are slices of one 1 MiB string) as `&'static str`:
+//! no allocation, no reference count, nothing to free. Cloning an event stays cheap either way.
 //!
 //! The `serde` derives are plain on purpose: they are the binary form (bincode) in which
 //! events cross process boundaries. The JSON-lines form goes through [`crate::json`].
 
+use std::borrow::{Borrow, Cow};
+use std::fmt;
+use std::hash::{Hash, Hasher};
+use std::ops::Deref;
 use std::sync::Arc;
+
+/// An immutable string of an event: a `&'static str` (from the generator's tables, free to
+/// copy) or an `Arc<str>` (parsed input). It behaves as a `str`: equality, order and hash are
+/// those of its text, whatever its representation, and it serializes as a string.
+#[derive(Clone)]
+pub struct Text(Repr);
+
+#[derive(Clone)]
+enum Repr {
+    Static(&'static str),
+    Shared(Arc<str>),
+}
+
+impl Text {
+    /// The empty string.
+    pub const EMPTY: Text = Text(Repr::Static(""));
+
+    /// A text borrowing a static string (no allocation).
+    #[inline]
+    pub const fn from_static(s: &'static str) -> Text {
+        Text(Repr::Static(s))
+    }
+
+    /// The text.
+    #[inline]
+    pub fn as_str(&self) -> &str {
+        match &self.0 {
+            Repr::Static(s) => s,
+            Repr::Shared(s) => s,
+        }
+    }
+}
+
+impl Default for Text {
+    fn default() -> Self {
+        Text::EMPTY
+    }
+}
+
+impl Deref for Text {
+    type Target = str;
+    #[inline]
+    fn deref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl AsRef<str> for Text {
+    fn as_ref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl Borrow<str> for Text {
+    fn borrow(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl PartialEq for Text {
+    #[inline]
+    fn eq(&self, other: &Text) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl Eq for Text {}
+
+impl PartialEq<str> for Text {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl PartialEq<&str> for Text {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl PartialOrd for Text {
+    fn partial_cmp(&self, other: &Text) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Text {
+    fn cmp(&self, other: &Text) -> std::cmp::Ordering {
+        self.as_str().cmp(other.as_str())
+    }
+}
+
+impl Hash for Text {
+    // As `str` hashes, so that `Borrow<str>` lookups work.
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.as_str().hash(state);
+    }
+}
+
+impl fmt::Debug for Text {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+impl fmt::Display for Text {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self.as_str(), f)
+    }
+}
+
+impl From<&str> for Text {
+    fn from(s: &str) -> Self {
+        Text(Repr::Shared(Arc::from(s)))
+    }
+}
+
+impl From<String> for Text {
+    fn from(s: String) -> Self {
+        Text(Repr::Shared(Arc::from(s)))
+    }
+}
+
+impl From<Box<str>> for Text {
+    fn from(s: Box<str>) -> Self {
+        Text(Repr::Shared(Arc::from(s)))
+    }
+}
+
+impl From<Cow<'_, str>> for Text {
+    fn from(s: Cow<'_, str>) -> Self {
+        Text(Repr::Shared(Arc::from(s)))
+    }
+}
+
+impl From<Arc<str>> for Text {
+    fn from(s: Arc<str>) -> Self {
+        Text(Repr::Shared(s))
+    }
+}
+
+impl From<Text> for Arc<str> {
+    fn from(t: Text) -> Self {
+        match t.0 {
+            Repr::Static(s) => Arc::from(s),
+            Repr::Shared(s) => s,
+        }
+    }
+}
+
+impl serde::Serialize for Text {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Text {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        // Through `Box<str>`, as `Arc<str>` deserializes.
+        Box::<str>::deserialize(deserializer).map(Text::from)
+    }
+}
 
 /// A person registering with the auction site.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
@@ -19,19 +186,19 @@ pub struct Person {
     /// The person id (from 1000).
     pub id: i64,
     /// First and last name.
-    pub name: Arc<str>,
+    pub name: Text,
     /// E-mail address.
-    pub email_address: Arc<str>,
+    pub email_address: Text,
     /// Credit card number, as four groups of four digits.
-    pub credit_card: Arc<str>,
+    pub credit_card: Text,
     /// City.
-    pub city: Arc<str>,
+    pub city: Text,
     /// US state (two letters).
-    pub state: Arc<str>,
+    pub state: Text,
     /// Registration time (event time), epoch milliseconds.
     pub date_time: i64,
     /// Payload that pads the event to its nominal size.
-    pub extra: Arc<str>,
+    pub extra: Text,
 }
 
 /// An auction opened by a seller.
@@ -40,9 +207,9 @@ pub struct Auction {
     /// The auction id (from 1000).
     pub id: i64,
     /// Name of the item sold.
-    pub item_name: Arc<str>,
+    pub item_name: Text,
     /// Description of the item.
-    pub description: Arc<str>,
+    pub description: Text,
     /// The initial bid.
     pub initial_bid: i64,
     /// The reserve price (never below the initial bid).
@@ -56,7 +223,7 @@ pub struct Auction {
     /// The category id (10 to 14 in generated data).
     pub category: i64,
     /// Payload that pads the event to its nominal size.
-    pub extra: Arc<str>,
+    pub extra: Text,
 }
 
 /// A bid on an auction.
@@ -69,22 +236,25 @@ pub struct Bid {
     /// The price offered.
     pub price: i64,
     /// The channel the bid came through (`Google`, `channel-42`, ...).
-    pub channel: Arc<str>,
+    pub channel: Text,
     /// The url the bid came from.
-    pub url: Arc<str>,
+    pub url: Text,
     /// Bid time (event time), epoch milliseconds.
     pub date_time: i64,
     /// Payload that pads the event to its nominal size.
-    pub extra: Arc<str>,
+    pub extra: Text,
 }
 
 /// One Nexmark event: exactly one of a person, an auction or a bid.
+///
+/// Persons and auctions (8% of the events, and the larger ones) are boxed, so that an event
+/// is the size of a bid: the bulk of the stream moves fewer bytes.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum Event {
     /// A new person (`event_type` 0).
-    Person(Person),
+    Person(Box<Person>),
     /// A new auction (`event_type` 1).
-    Auction(Auction),
+    Auction(Box<Auction>),
     /// A new bid (`event_type` 2).
     Bid(Bid),
 }
@@ -140,13 +310,13 @@ impl Event {
 
 impl From<Person> for Event {
     fn from(p: Person) -> Self {
-        Event::Person(p)
+        Event::Person(Box::new(p))
     }
 }
 
 impl From<Auction> for Event {
     fn from(a: Auction) -> Self {
-        Event::Auction(a)
+        Event::Auction(Box::new(a))
     }
 }
 
@@ -159,6 +329,37 @@ impl From<Bid> for Event {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn text_is_its_string_whatever_the_representation() {
+        use std::collections::hash_map::DefaultHasher;
+        use std::collections::HashSet;
+        let hash = |t: &dyn Fn(&mut DefaultHasher)| {
+            let mut h = DefaultHasher::new();
+            t(&mut h);
+            h.finish()
+        };
+        let fixed = Text::from_static("channel-7");
+        let shared = Text::from(String::from("channel-7"));
+        assert_eq!(fixed, shared);
+        assert_eq!(fixed, "channel-7");
+        assert_eq!(
+            hash(&|h| fixed.hash(h)),
+            hash(&|h| shared.hash(h)),
+            "hash by content"
+        );
+        assert_eq!(hash(&|h| fixed.hash(h)), hash(&|h| "channel-7".hash(h)));
+        let set: HashSet<Text> = [fixed.clone()].into();
+        assert!(set.contains("channel-7") && set.contains(&shared));
+        let (a, b) = (Text::from("a"), Text::from_static("b"));
+        assert!(a < b, "ordered by content");
+        assert_eq!(format!("{fixed:?} {fixed}"), "\"channel-7\" channel-7");
+        assert_eq!(Text::default(), Text::EMPTY);
+        assert_eq!(&*Arc::<str>::from(fixed.clone()), "channel-7");
+        let json = serde_json::to_string(&fixed).unwrap();
+        assert_eq!(json, "\"channel-7\"");
+        assert_eq!(serde_json::from_str::<Text>(&json).unwrap(), shared);
+    }
 
     #[test]
     fn accessors() {

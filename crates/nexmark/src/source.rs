@@ -12,7 +12,6 @@
 //! first poll (event `k` is due `k / rate` seconds after it). A reader ahead of the schedule
 //! returns [`SourceStatus::Idle`]; one that fell behind (a busy worker) catches up.
 
-use std::sync::Arc;
 use std::time::Instant;
 
 use spate_types::{
@@ -28,7 +27,7 @@ use crate::model::Event;
 pub struct NexmarkSource {
     config: GeneratorConfig,
     max_events_per_s: Option<f64>,
-    shared: Arc<GeneratorShared>,
+    shared: &'static GeneratorShared,
 }
 
 impl NexmarkSource {
@@ -74,7 +73,7 @@ impl Source<Event> for NexmarkSource {
     }
 
     fn create_reader(&self, ctx: &SourceContext) -> SpateResult<Box<dyn SourceReader<Event>>> {
-        let reader = NexmarkReader::new(&self.config, &self.shared, self.max_events_per_s, ctx)?;
+        let reader = NexmarkReader::new(&self.config, self.shared, self.max_events_per_s, ctx)?;
         Ok(Box::new(reader))
     }
 }
@@ -101,14 +100,14 @@ impl NexmarkReader {
     /// The reader of the worker `ctx` describes.
     pub fn new(
         config: &GeneratorConfig,
-        shared: &Arc<GeneratorShared>,
+        shared: &'static GeneratorShared,
         max_events_per_s: Option<f64>,
         ctx: &SourceContext,
     ) -> SpateResult<Self> {
         let partitions: Vec<usize> = ctx.my_partitions(config.partitions).collect();
         let generators = partitions
             .iter()
-            .map(|&p| NexmarkGenerator::with_shared(config, p, Arc::clone(shared)))
+            .map(|&p| NexmarkGenerator::with_shared(config, p, shared))
             .collect::<SpateResult<Vec<_>>>()?;
         let total = config.events.map(|_| {
             partitions
@@ -300,7 +299,7 @@ mod tests {
             worker_index: 0,
             workers: 1,
         };
-        let mut reader = NexmarkReader::new(&cfg, &source.shared, None, &ctx).unwrap();
+        let mut reader = NexmarkReader::new(&cfg, source.shared, None, &ctx).unwrap();
         let events = drain(&mut reader, 64);
         assert_eq!(events.len(), 1001);
         assert_eq!(reader.progress(), Some((1001, 1001)));

@@ -1,22 +1,20 @@
 //! The joins of persons, auctions and bids: q3, q4, q9 and q20.
 
-use std::sync::Arc;
-
 use spate_dataflow::{DataStream, KeyedCoProcessFunction, ProcessContext, TimeDomain, Timestamp};
 
 use super::updating::{Aggregate, Updating};
 use super::{auctions, bids, persons, with_event_time, Change, Cols, Row};
-use crate::model::{Auction, Bid, Event, Person};
+use crate::model::{Auction, Bid, Event, Person, Text};
 
 /// q3's row: a seller's name, city and state, and the auction id.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct SellerRow {
     /// The seller's name.
-    pub name: Arc<str>,
+    pub name: Text,
     /// The seller's city.
-    pub city: Arc<str>,
+    pub city: Text,
     /// The seller's state.
-    pub state: Arc<str>,
+    pub state: Text,
     /// The auction id.
     pub id: i64,
 }
@@ -52,7 +50,7 @@ pub struct AuctionBidRow {
 #[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 struct SellerState {
     /// The person, once seen: (name, city, state).
-    person: Option<(Arc<str>, Arc<str>, Arc<str>)>,
+    person: Option<(Text, Text, Text)>,
     /// Auctions of this seller seen before the person.
     pending_auctions: Vec<i64>,
 }
@@ -78,9 +76,9 @@ pub fn q3(events: &DataStream<Event>) -> DataStream<SellerRow> {
                 let s = state.get_or_insert_with(SellerState::default);
                 for id in s.pending_auctions.drain(..) {
                     out.push(SellerRow {
-                        name: Arc::clone(&p.name),
-                        city: Arc::clone(&p.city),
-                        state: Arc::clone(&p.state),
+                        name: p.name.clone(),
+                        city: p.city.clone(),
+                        state: p.state.clone(),
                         id,
                     });
                 }
@@ -91,9 +89,9 @@ pub fn q3(events: &DataStream<Event>) -> DataStream<SellerRow> {
                 let s = state.get_or_insert_with(SellerState::default);
                 match &s.person {
                     Some((name, city, st)) => out.push(SellerRow {
-                        name: Arc::clone(name),
-                        city: Arc::clone(city),
-                        state: Arc::clone(st),
+                        name: name.clone(),
+                        city: city.clone(),
+                        state: st.clone(),
                         id: a.id,
                     }),
                     None => s.pending_auctions.push(a.id),

@@ -51,6 +51,7 @@ use std::time::Duration;
 use spate_dataflow::{DataStream, WatermarkStrategy};
 use spate_types::{Data, SpateError};
 
+use crate::json::Projection;
 use crate::json::{write_i64 as write_int, write_str, write_ts};
 use crate::model::{Auction, Bid, Event, Person};
 
@@ -230,6 +231,23 @@ impl Query {
     }
 }
 
+impl Query {
+    /// The string fields of the events that the query reads: a JSON reader may leave the
+    /// others empty ([`crate::json::parse_event_projected`]). Queries not listed here read
+    /// every field.
+    pub fn projection(self) -> Projection {
+        match self {
+            Query::Q0 | Query::Q1 | Query::Q7 => Projection::BID_EXTRA,
+            Query::Q2 | Query::Q5 | Query::Q11 | Query::Q12 => Projection::NONE,
+            Query::Q3 => Projection::PERSON_NAME
+                .union(Projection::PERSON_CITY)
+                .union(Projection::PERSON_STATE),
+            Query::Q8 => Projection::PERSON_NAME,
+            _ => Projection::ALL,
+        }
+    }
+}
+
 impl FromStr for Query {
     type Err = SpateError;
     fn from_str(s: &str) -> Result<Self, SpateError> {
@@ -322,7 +340,7 @@ pub fn bids(events: &DataStream<Event>) -> DataStream<Bid> {
 pub fn persons(events: &DataStream<Event>) -> DataStream<Person> {
     events
         .flat_map(|e| match e {
-            Event::Person(p) => Some(p),
+            Event::Person(p) => Some(*p),
             _ => None,
         })
         .name("persons")
@@ -332,7 +350,7 @@ pub fn persons(events: &DataStream<Event>) -> DataStream<Person> {
 pub fn auctions(events: &DataStream<Event>) -> DataStream<Auction> {
     events
         .flat_map(|e| match e {
-            Event::Auction(a) => Some(a),
+            Event::Auction(a) => Some(*a),
             _ => None,
         })
         .name("auctions")

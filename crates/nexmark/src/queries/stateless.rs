@@ -5,7 +5,7 @@ use std::sync::Arc;
 use spate_dataflow::DataStream;
 
 use super::{bids, day_string, minute_string, Cols, Row};
-use crate::model::{Bid, Event};
+use crate::model::{Bid, Event, Text};
 
 /// q0's row: a bid's auction, bidder, price, dateTime and extra.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
@@ -19,7 +19,7 @@ pub struct BidRow {
     /// Bid time, epoch milliseconds.
     pub date_time: i64,
     /// Payload.
-    pub extra: Arc<str>,
+    pub extra: Text,
 }
 
 /// q1's row: like q0's, with the price converted to euro as DECIMAL(23,3).
@@ -103,7 +103,7 @@ pub struct PricedBidRow {
     /// Bid time, epoch milliseconds.
     pub date_time: i64,
     /// Payload.
-    pub extra: Arc<str>,
+    pub extra: Text,
     /// The number of `c` characters in `extra`.
     pub c_counts: i64,
 }
@@ -118,7 +118,7 @@ pub struct ChannelIdRow {
     /// Price.
     pub price: i64,
     /// Channel.
-    pub channel: Arc<str>,
+    pub channel: Text,
     /// `0` to `3` for Apple, Google, Facebook and Baidu, else the url's `channel_id`.
     pub channel_id: Arc<str>,
 }
@@ -134,7 +134,7 @@ pub struct UrlDirsRow {
     /// Price.
     pub price: i64,
     /// Channel.
-    pub channel: Arc<str>,
+    pub channel: Text,
     /// The first directory.
     pub dir1: Option<Box<str>>,
     /// The second directory.

@@ -3,14 +3,13 @@
 
 use std::collections::HashSet;
 use std::hash::Hash;
-use std::sync::Arc;
 
 use spate_dataflow::{DataStream, KeyedProcessFunction, ProcessContext, TimeDomain, Timestamp};
 
 use super::{
     bids, day_string, minute_string, with_event_time, Change, Cols, IdBuildHasher, Row, RowKind,
 };
-use crate::model::{Bid, Event};
+use crate::model::{Bid, Event, Text};
 
 /// A per-key aggregate whose result rows change as records arrive.
 pub(crate) trait Aggregate<K, T>: Send + Sync + 'static {
@@ -184,7 +183,7 @@ pub struct BidStatsRow {
 #[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct ChannelStatsRow {
     /// The channel.
-    pub channel: Arc<str>,
+    pub channel: Text,
     /// The day, `yyyy-MM-dd`.
     pub day: String,
     /// The latest minute with a bid, `HH:mm`.
@@ -255,7 +254,7 @@ pub fn q15(events: &DataStream<Event>) -> DataStream<Change<BidStatsRow>> {
 
 struct ChannelStats;
 
-impl Aggregate<(Arc<str>, i64), Bid> for ChannelStats {
+impl Aggregate<(Text, i64), Bid> for ChannelStats {
     type Acc = (BidStats, i64);
     type Out = ChannelStatsRow;
     fn create(&self) -> (BidStats, i64) {
@@ -267,12 +266,12 @@ impl Aggregate<(Arc<str>, i64), Bid> for ChannelStats {
     }
     fn results(
         &self,
-        (channel, day): &(Arc<str>, i64),
+        (channel, day): &(Text, i64),
         acc: &(BidStats, i64),
         out: &mut Vec<ChannelStatsRow>,
     ) {
         out.push(ChannelStatsRow {
-            channel: Arc::clone(channel),
+            channel: channel.clone(),
             day: day_string(day * 86_400_000),
             // Within one day, the latest `HH:mm` is the latest time's.
             minute: minute_string(acc.1),
@@ -284,7 +283,7 @@ impl Aggregate<(Arc<str>, i64), Bid> for ChannelStats {
 /// q16: q15 per channel and day, with the day's latest minute (an updating result).
 pub fn q16(events: &DataStream<Event>) -> DataStream<Change<ChannelStatsRow>> {
     bids(&with_event_time(events))
-        .key_by(|b| (Arc::clone(&b.channel), day_of(b.date_time)))
+        .key_by(|b| (b.channel.clone(), day_of(b.date_time)))
         .process(Updating(ChannelStats))
         .name("q16.stats")
 }

@@ -6,7 +6,6 @@
 //! results per window, and q8, q11 and q12 use the window API.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::Arc;
 use std::time::Duration;
 
 use spate_dataflow::{
@@ -16,7 +15,7 @@ use spate_dataflow::{
 };
 
 use super::{ms, with_event_time, Cols, IdBuildHasher, Row};
-use crate::model::Event;
+use crate::model::{Event, Text};
 
 /// q5's row: a hot auction and its number of bids in the window.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
@@ -33,7 +32,7 @@ pub struct NewSellerRow {
     /// Person id.
     pub id: i64,
     /// Name.
-    pub name: Arc<str>,
+    pub name: Text,
     /// The window start, epoch milliseconds.
     pub start: i64,
 }
@@ -70,7 +69,8 @@ const HOT_BUCKETS: i64 = 256;
 type Counts = HashMap<i64, i64, IdBuildHasher>;
 
 /// Counts the bids per auction and sliding window, for the auctions of one key (a bucket).
-/// Each bid adds one to its auction in its `slide`-long slice; at a window's end, the counts
+/// Each `(auction, bids)` record (from [`combine_bids`]) adds its bids to its auction in its
+/// `slide`-long slice; at a window's end, the counts
 /// of its `size / slide` slices are summed. Elements whose windows have all fired are late
 /// and dropped, as Flink's window aggregation does.
 struct SlicedCount {
@@ -78,20 +78,54 @@ struct SlicedCount {
     slide: i64,
 }
 
-impl KeyedProcessFunction<i64, i64, AuctionCount> for SlicedCount {
+/// q5's combiner, before the shuffle: the bids of one batch as `(auction, bids)` per
+/// `slide`-long slice, each with the latest timestamp of its bids. [`SlicedCount`] only looks
+/// at the slice of a timestamp (to place the bids and to judge them late), so it counts the
+/// same as with one record per bid, for any split of the stream into batches; the shuffle and
+/// the keyed state see one record per auction and slice instead of one per bid.
+fn combine_bids(
+    slide: i64,
+    batch: &mut Vec<(Timestamp, Event)>,
+    out: &mut Vec<(Timestamp, (i64, i64))>,
+) {
+    // Bids come in time order (or nearly): one map for the current slice, emptied into `out`
+    // when the slice changes.
+    let mut slice = i64::MIN;
+    let mut counts: HashMap<i64, (Timestamp, i64), IdBuildHasher> = HashMap::default();
+    let flush = |counts: &mut HashMap<i64, (Timestamp, i64), IdBuildHasher>,
+                 out: &mut Vec<(Timestamp, (i64, i64))>| {
+        out.extend(counts.drain().map(|(auction, (ts, n))| (ts, (auction, n))));
+    };
+    for (ts, event) in batch.drain(..) {
+        let Event::Bid(bid) = event else { continue };
+        let s = ts - ts.rem_euclid(slide);
+        if s != slice {
+            flush(&mut counts, out);
+            slice = s;
+        }
+        let entry = counts.entry(bid.auction).or_insert((ts, 0));
+        entry.0 = entry.0.max(ts);
+        entry.1 += 1;
+    }
+    flush(&mut counts, out);
+}
+
+impl KeyedProcessFunction<i64, (i64, i64), AuctionCount> for SlicedCount {
     /// The bucket's slices: (start, bids per auction), in time order.
     type State = VecDeque<(i64, Counts)>;
 
     fn process_element(
         &self,
-        auction: i64,
+        (auction, bids): (i64, i64),
         ctx: &mut ProcessContext<'_, i64, Self::State, AuctionCount>,
     ) {
         let ts = ctx.timestamp();
         let watermark = ctx.current_watermark();
         let slice = ts - ts.rem_euclid(self.slide);
         if slice + self.size - 1 <= watermark {
-            ctx.count_late_record_dropped();
+            for _ in 0..bids {
+                ctx.count_late_record_dropped();
+            }
             return;
         }
         let slices = ctx.state().get_or_insert_with(VecDeque::new);
@@ -111,7 +145,7 @@ impl KeyedProcessFunction<i64, i64, AuctionCount> for SlicedCount {
                 (slices.len() - 1, true)
             }
         };
-        *slices[i].1.entry(auction).or_insert(0) += 1;
+        *slices[i].1.entry(auction).or_insert(0) += bids;
         if new {
             // The windows that contain the slice end at slice + slide, ..., slice + size.
             let mut end = slice + self.slide;
@@ -148,12 +182,17 @@ impl KeyedProcessFunction<i64, i64, AuctionCount> for SlicedCount {
         if slices.is_empty() {
             *ctx.state() = None;
         }
+        // Only the bucket's most bid auctions (ties all kept) can be the window's: the second
+        // stage takes the maximum over the buckets' maxima.
+        let max = sums.values().copied().max().unwrap_or(0);
         for (auction, count) in sums {
-            ctx.collect(AuctionCount {
-                window_end: end,
-                auction,
-                count,
-            });
+            if count == max {
+                ctx.collect(AuctionCount {
+                    window_end: end,
+                    auction,
+                    count,
+                });
+            }
         }
     }
 }
@@ -203,12 +242,9 @@ impl AggregateFunction<AuctionCount> for MostBids {
 pub fn q5(events: &DataStream<Event>) -> DataStream<HotItemRow> {
     let (size, slide) = (ms(HOT_SIZE), ms(HOT_SLIDE));
     with_event_time(events)
-        .flat_map(|e| match e {
-            Event::Bid(b) => Some(b.auction),
-            _ => None,
-        })
-        .name("q5.auction")
-        .key_by(|&auction| auction.rem_euclid(HOT_BUCKETS))
+        .flat_map_batches(move |batch, out| combine_bids(slide, batch, out))
+        .name("q5.combine")
+        .key_by(|&(auction, _)| auction.rem_euclid(HOT_BUCKETS))
         .process(SlicedCount { size, slide })
         .name("q5.count")
         // Counts carry their window's max timestamp, so each lands in the 2 s tumbling window
@@ -237,7 +273,7 @@ pub struct PriceBidRow {
     /// Bid time, epoch milliseconds.
     pub date_time: i64,
     /// Payload.
-    pub extra: Arc<str>,
+    pub extra: Text,
 }
 
 /// One key's maximum in one tumbling window.
@@ -450,7 +486,7 @@ pub fn q7(events: &DataStream<Event>) -> DataStream<PriceBidRow> {
 /// q8's input: a person's registration or an auction's opening, by person id.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 enum PersonOrSeller {
-    Person(i64, Arc<str>),
+    Person(i64, Text),
     Seller(i64),
 }
 
@@ -466,8 +502,8 @@ impl PersonOrSeller {
 struct NewSeller;
 
 impl AggregateFunction<PersonOrSeller> for NewSeller {
-    type Acc = (Vec<Arc<str>>, bool);
-    type Out = (Vec<Arc<str>>, bool);
+    type Acc = (Vec<Text>, bool);
+    type Out = (Vec<Text>, bool);
 
     fn create_accumulator(&self) -> Self::Acc {
         (Vec::new(), false)
@@ -477,7 +513,7 @@ impl AggregateFunction<PersonOrSeller> for NewSeller {
         match e {
             PersonOrSeller::Person(_, name) => {
                 if !acc.0.contains(name) {
-                    acc.0.push(Arc::clone(name));
+                    acc.0.push(name.clone());
                 }
             }
             PersonOrSeller::Seller(_) => acc.1 = true,
@@ -667,5 +703,82 @@ impl Row for SessionCountRow {
             .ts(self.start)
             .ts(self.end)
             .end();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::model::{Bid, Text};
+
+    fn bid(auction: i64) -> Event {
+        Event::Bid(Bid {
+            auction,
+            bidder: 1,
+            price: 1,
+            channel: Text::EMPTY,
+            url: Text::EMPTY,
+            date_time: 0,
+            extra: Text::EMPTY,
+        })
+    }
+
+    fn person() -> Event {
+        Event::from(crate::model::Person {
+            id: 1000,
+            name: Text::EMPTY,
+            email_address: Text::EMPTY,
+            credit_card: Text::EMPTY,
+            city: Text::EMPTY,
+            state: Text::EMPTY,
+            date_time: 0,
+            extra: Text::EMPTY,
+        })
+    }
+
+    /// The combiner's records count the same bids per (slice, auction) as one record per bid,
+    /// each with a timestamp of one of its bids, for any split of the stream into batches.
+    #[test]
+    fn combiner_keeps_the_counts_per_slice_and_auction() {
+        let slide = 2000;
+        // Out of order, across slices, with a non-bid in between.
+        let mut events: Vec<(Timestamp, Event)> = Vec::new();
+        for k in 0..500i64 {
+            let ts = (k * 37) % 9000 + if k % 7 == 0 { 5000 } else { 0 };
+            events.push((ts, bid(1000 + k % 13)));
+            if k % 50 == 0 {
+                events.push((ts, person()));
+            }
+        }
+        let mut want: BTreeMap<(i64, i64), i64> = BTreeMap::new();
+        for (ts, e) in &events {
+            if let Event::Bid(b) = e {
+                *want
+                    .entry((ts - ts.rem_euclid(slide), b.auction))
+                    .or_default() += 1;
+            }
+        }
+        for batch_len in [1, 7, 100, events.len()] {
+            let mut got: BTreeMap<(i64, i64), i64> = BTreeMap::new();
+            for chunk in events.chunks(batch_len) {
+                let mut batch = chunk.to_vec();
+                let mut out = Vec::new();
+                combine_bids(slide, &mut batch, &mut out);
+                assert!(batch.is_empty());
+                for (ts, (auction, n)) in out {
+                    let slice = ts - ts.rem_euclid(slide);
+                    assert!(
+                        chunk
+                            .iter()
+                            .any(|(t, e)| *t == ts
+                                && e.as_bid().is_some_and(|b| b.auction == auction))
+                    );
+                    *got.entry((slice, auction)).or_default() += n;
+                }
+            }
+            assert_eq!(got, want, "batches of {batch_len}");
+        }
     }
 }

@@ -1,13 +1,11 @@
 //! The JSON form: round trips, any valid layout, and bad input that never panics.
 
-use std::sync::Arc;
-
 use proptest::prelude::*;
 use spate_nexmark::generator::GeneratorConfig;
 use spate_nexmark::json::{
     event_from_json_value, format_timestamp_string, parse_event, write_event,
 };
-use spate_nexmark::model::{Auction, Bid, Event, Person};
+use spate_nexmark::model::{Auction, Bid, Event, Person, Text};
 
 use crate::util::{generate_all, lines, to_jsonl};
 
@@ -334,13 +332,13 @@ impl Choices {
 /// 0000-01-01 00:00:00.000 to 9999-12-31 23:59:59.999.
 const TS_RANGE: std::ops::RangeInclusive<i64> = -62_167_219_200_000..=253_402_300_799_999;
 
-fn arb_str() -> impl Strategy<Value = Arc<str>> {
+fn arb_str() -> impl Strategy<Value = Text> {
     prop_oneof![
         "[a-zA-Z0-9 @._-]{0,24}",
         any::<String>(),
         "[\"\\\\/\\x00-\\x1f\u{7f}-\u{10ffff}]{0,8}",
     ]
-    .prop_map(Arc::from)
+    .prop_map(Text::from)
 }
 
 fn arb_event() -> impl Strategy<Value = Event> {
@@ -357,7 +355,7 @@ fn arb_event() -> impl Strategy<Value = Event> {
         )
             .prop_map(
                 |(id, name, email_address, credit_card, city, state, date_time, extra)| {
-                    Event::Person(Person {
+                    Event::from(Person {
                         id,
                         name,
                         email_address,
@@ -394,7 +392,7 @@ fn arb_event() -> impl Strategy<Value = Event> {
                     category,
                     extra,
                 )| {
-                    Event::Auction(Auction {
+                    Event::from(Auction {
                         id,
                         item_name,
                         description,
