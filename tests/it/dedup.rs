@@ -210,7 +210,9 @@ fn dedup_state_is_exact_after_a_failure_and_a_restore_on_other_workers() {
     let failed = run_checkpointed(events, &out, &ckpt, 2, false, events / 2);
     assert!(failed.is_err(), "the first run fails");
     let partial = rows(&out);
-    assert!(!partial.is_empty() && partial.len() < expected.len());
+    // The sink may not have heard of the checkpoint's completion before the failure (then the
+    // restore publishes its parts): only "not everything yet" is certain.
+    assert!(partial.len() < expected.len());
     let result = run_checkpointed(events, &out, &ckpt, 3, true, u64::MAX).unwrap();
     assert_eq!(rows(&out), expected, "nothing lost, nothing twice");
     assert!(result.metrics["checkpoints.numberOfCompletedCheckpoints"] >= 1);
