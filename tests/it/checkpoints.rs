@@ -3,7 +3,7 @@
 //! what a failure-free run writes.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,59 +13,109 @@ use spate::dataflow::{
 };
 use spate::prelude::*;
 use spate::types::{
-    Source, SourceContext, SourceOutput, SourceReader, SourceStatus, SplitPosition,
+    DeadLetter, Sink, Source, SourceContext, SourceOutput, SourceReader, SourceStatus,
+    SplitPosition,
 };
 
 pub(crate) const EVENTS: u64 = 60_000;
 
-/// A sequence source that fails the job once `fail_after` records have been read in total.
-pub(crate) struct Flaky {
-    inner: SequenceSource,
+/// A source wrapper that fails the job once `fail_after` records have been read over all
+/// workers (and, with [`Flaky::after_a_checkpoint_in`], once a checkpoint is complete), reading
+/// at most `batch` records per poll after a `pause`, so that checkpoints complete while it reads.
+pub(crate) struct Flaky<S> {
+    inner: S,
     read: Arc<AtomicU64>,
     fail_after: u64,
+    checkpoints: Option<PathBuf>,
+    pause: Duration,
+    batch: usize,
 }
 
-impl Flaky {
+impl Flaky<SequenceSource> {
     /// `0..events` at `rate` records per second, failing after `fail_after` records.
     pub(crate) fn new(events: u64, rate: f64, fail_after: u64) -> Self {
-        Flaky {
-            inner: SequenceSource::new(0, Some(events)).rate(rate),
-            read: Arc::new(AtomicU64::new(0)),
-            fail_after,
-        }
+        Flaky::wrap(SequenceSource::new(0, Some(events)).rate(rate), fail_after)
     }
 }
 
-struct FlakyReader {
-    inner: Box<dyn SourceReader<u64>>,
-    read: Arc<AtomicU64>,
-    fail_after: u64,
+impl<S> Flaky<S> {
+    /// `inner`, failing after `fail_after` records.
+    pub(crate) fn wrap(inner: S, fail_after: u64) -> Self {
+        Flaky {
+            inner,
+            read: Arc::new(AtomicU64::new(0)),
+            fail_after,
+            checkpoints: None,
+            pause: Duration::ZERO,
+            batch: 500,
+        }
+    }
+
+    /// Fails only once a checkpoint under `dir` is complete too (when `dir` is given).
+    pub(crate) fn after_a_checkpoint_in(mut self, dir: Option<PathBuf>) -> Self {
+        self.checkpoints = dir;
+        self
+    }
+
+    /// Reads at most `batch` records per poll, after sleeping `pause`.
+    pub(crate) fn paced(mut self, pause: Duration, batch: usize) -> Self {
+        self.pause = pause;
+        self.batch = batch;
+        self
+    }
 }
 
-impl Source<u64> for Flaky {
+struct FlakyReader<T> {
+    inner: Box<dyn SourceReader<T>>,
+    read: Arc<AtomicU64>,
+    fail_after: u64,
+    checkpoints: Option<PathBuf>,
+    pause: Duration,
+    batch: usize,
+}
+
+impl<T: Data, S: Source<T>> Source<T> for Flaky<S> {
     fn name(&self) -> String {
-        "flaky".into()
+        self.inner.name()
     }
     fn is_bounded(&self) -> bool {
         true
     }
-    fn create_reader(&self, ctx: &SourceContext) -> SpateResult<Box<dyn SourceReader<u64>>> {
+    fn create_reader(&self, ctx: &SourceContext) -> SpateResult<Box<dyn SourceReader<T>>> {
         Ok(Box::new(FlakyReader {
             inner: self.inner.create_reader(ctx)?,
             read: Arc::clone(&self.read),
             fail_after: self.fail_after,
+            checkpoints: self.checkpoints.clone(),
+            pause: self.pause,
+            batch: self.batch,
         }))
+    }
+    fn dead_letter_sink(&self) -> Option<Arc<dyn Sink<DeadLetter>>> {
+        self.inner.dead_letter_sink()
     }
 }
 
-impl SourceReader<u64> for FlakyReader {
-    fn poll(&mut self, out: &mut SourceOutput<'_, u64>, max: usize) -> SpateResult<SourceStatus> {
+/// Whether a checkpoint under `dir` is complete (has its manifest).
+pub(crate) fn checkpointed(dir: &Path) -> bool {
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|e| e.path().join("_manifest.json").exists())
+}
+
+impl<T: Data> SourceReader<T> for FlakyReader<T> {
+    fn poll(&mut self, out: &mut SourceOutput<'_, T>, max: usize) -> SpateResult<SourceStatus> {
+        if !self.pause.is_zero() {
+            std::thread::sleep(self.pause);
+        }
         let before = out.len();
-        let status = self.inner.poll(out, max.min(500))?;
+        let status = self.inner.poll(out, max.min(self.batch))?;
         let n = self
             .read
             .fetch_add((out.len() - before) as u64, Ordering::SeqCst);
-        if n >= self.fail_after {
+        if n >= self.fail_after && self.checkpoints.as_deref().is_none_or(checkpointed) {
             return Err(SpateError::Job("injected failure".into()));
         }
         Ok(status)

@@ -3,14 +3,11 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 use spate::prelude::*;
-use spate::types::{
-    Source, SourceContext, SourceOutput, SourceReader, SourceStatus, SplitPosition,
-};
+
+use crate::checkpoints::Flaky;
 
 /// Value `v` is a record at event time `v` ms with id `(v / 3) % IDS`: three copies in a row,
 /// and the same ids again every `3 * IDS` ms (an "episode").
@@ -97,68 +94,6 @@ fn ids_are_forgotten_after_the_retention() {
     assert_eq!(got, expected);
 }
 
-/// A sequence source that fails the job once `fail_after` records were read in total and a
-/// checkpoint is complete.
-struct Flaky {
-    inner: SequenceSource,
-    read: Arc<AtomicU64>,
-    fail_after: u64,
-    checkpoints: std::path::PathBuf,
-}
-
-struct FlakyReader {
-    inner: Box<dyn SourceReader<u64>>,
-    read: Arc<AtomicU64>,
-    fail_after: u64,
-    checkpoints: std::path::PathBuf,
-}
-
-/// Whether a checkpoint under `dir` is complete (has its manifest).
-fn checkpointed(dir: &Path) -> bool {
-    std::fs::read_dir(dir)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .any(|e| e.path().join("_manifest.json").exists())
-}
-
-impl Source<u64> for Flaky {
-    fn name(&self) -> String {
-        "flaky".into()
-    }
-    fn is_bounded(&self) -> bool {
-        true
-    }
-    fn create_reader(&self, ctx: &SourceContext) -> SpateResult<Box<dyn SourceReader<u64>>> {
-        Ok(Box::new(FlakyReader {
-            inner: self.inner.create_reader(ctx)?,
-            read: Arc::clone(&self.read),
-            fail_after: self.fail_after,
-            checkpoints: self.checkpoints.clone(),
-        }))
-    }
-}
-
-impl SourceReader<u64> for FlakyReader {
-    fn poll(&mut self, out: &mut SourceOutput<'_, u64>, max: usize) -> SpateResult<SourceStatus> {
-        let before = out.len();
-        let status = self.inner.poll(out, max.min(500))?;
-        let n = self
-            .read
-            .fetch_add((out.len() - before) as u64, Ordering::SeqCst);
-        if n >= self.fail_after && checkpointed(&self.checkpoints) {
-            return Err(SpateError::Job("injected failure".into()));
-        }
-        Ok(status)
-    }
-    fn snapshot(&self) -> Option<Vec<SplitPosition>> {
-        self.inner.snapshot()
-    }
-    fn restore(&mut self, positions: &[SplitPosition]) -> SpateResult<()> {
-        self.inner.restore(positions)
-    }
-}
-
 fn run_checkpointed(
     events: u64,
     out: &Path,
@@ -172,13 +107,14 @@ fn run_checkpointed(
     config.checkpoint_dir = Some(ckpt.display().to_string());
     config.restore = restore.then(|| "latest".to_string());
     let env = StreamEnv::new(config);
-    env.from_source(Flaky {
+    env.from_source(
         // Paced so that several checkpoints complete before the failure.
-        inner: SequenceSource::new(0, Some(events)).rate(40_000.0),
-        read: Arc::new(AtomicU64::new(0)),
-        fail_after,
-        checkpoints: ckpt.to_path_buf(),
-    })
+        Flaky::wrap(
+            SequenceSource::new(0, Some(events)).rate(40_000.0),
+            fail_after,
+        )
+        .after_a_checkpoint_in(Some(ckpt.to_path_buf())),
+    )
     .assign_timestamps_and_watermarks(strategy())
     .dedup_by(|v: &u64| id_of(*v), self::config(4000))
     .map(|v: u64| (id_of(v), v / EPISODE))

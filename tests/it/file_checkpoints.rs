@@ -4,16 +4,12 @@
 //! of workers. Its output and its dead letters must equal the failure-free run's.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 use spate::dataflow::{AggregateFunction, TimeWindow, TumblingEventTimeWindows, WindowContext};
 use spate::prelude::*;
-use spate::types::{
-    DeadLetter, Sink, Source, SourceContext, SourceOutput, SourceReader, SourceStatus,
-    SplitPosition,
-};
+
+use crate::checkpoints::Flaky;
 
 /// Good records per input; one line in 50 is bad.
 const LINES: u64 = 30_000;
@@ -22,69 +18,6 @@ const LINES: u64 = 30_000;
 struct Rec {
     t: u64,
     v: u64,
-}
-
-/// A source wrapper that reads slowly (so that checkpoints complete while it reads) and fails
-/// the job once `fail_after` records were read over all workers and a checkpoint of
-/// `checkpoints` is complete.
-struct Flaky<S> {
-    inner: S,
-    read: Arc<AtomicU64>,
-    fail_after: u64,
-    checkpoints: Option<PathBuf>,
-}
-
-struct FlakyReader {
-    inner: Box<dyn SourceReader<Rec>>,
-    read: Arc<AtomicU64>,
-    fail_after: u64,
-    checkpoints: Option<PathBuf>,
-}
-
-impl<S: Source<Rec>> Source<Rec> for Flaky<S> {
-    fn name(&self) -> String {
-        self.inner.name()
-    }
-    fn is_bounded(&self) -> bool {
-        true
-    }
-    fn create_reader(&self, ctx: &SourceContext) -> SpateResult<Box<dyn SourceReader<Rec>>> {
-        Ok(Box::new(FlakyReader {
-            inner: self.inner.create_reader(ctx)?,
-            read: Arc::clone(&self.read),
-            fail_after: self.fail_after,
-            checkpoints: self.checkpoints.clone(),
-        }))
-    }
-    fn dead_letter_sink(&self) -> Option<Arc<dyn Sink<DeadLetter>>> {
-        self.inner.dead_letter_sink()
-    }
-}
-
-impl SourceReader<Rec> for FlakyReader {
-    fn poll(&mut self, out: &mut SourceOutput<'_, Rec>, max: usize) -> SpateResult<SourceStatus> {
-        std::thread::sleep(Duration::from_millis(2));
-        let before = out.len();
-        let status = self.inner.poll(out, max.min(100))?;
-        let n = self
-            .read
-            .fetch_add((out.len() - before) as u64, Ordering::SeqCst);
-        let checkpointed = || {
-            self.checkpoints
-                .as_deref()
-                .is_some_and(|dir| complete_checkpoints(dir) >= 1)
-        };
-        if n >= self.fail_after && checkpointed() {
-            return Err(SpateError::Job("injected failure".into()));
-        }
-        Ok(status)
-    }
-    fn snapshot(&self) -> Option<Vec<SplitPosition>> {
-        self.inner.snapshot()
-    }
-    fn restore(&mut self, positions: &[SplitPosition]) -> SpateResult<()> {
-        self.inner.restore(positions)
-    }
 }
 
 struct Count;
@@ -155,27 +88,22 @@ fn run(
     }
     let env = StreamEnv::new(config);
     let policy = BadRecordPolicy::DeadLetter(dead.to_path_buf());
-    let read = Arc::new(AtomicU64::new(0));
     let ckpt_dir = checkpoints.map(|(dir, _)| dir.to_path_buf());
+    // Read slowly, so that checkpoints complete while it reads.
+    fn slow<S>(inner: S, fail_after: u64, dir: Option<PathBuf>) -> Flaky<S> {
+        Flaky::wrap(inner, fail_after)
+            .after_a_checkpoint_in(dir)
+            .paced(Duration::from_millis(2), 100)
+    }
     let records = if csv {
         let inner = CsvSource::<Rec>::new(input).policy(policy);
-        env.from_source(Flaky {
-            inner,
-            read,
-            fail_after,
-            checkpoints: ckpt_dir,
-        })
+        env.from_source(slow(inner, fail_after, ckpt_dir))
     } else {
         // Small splits: several per file, read by different workers.
         let inner = JsonLinesSource::<Rec>::new(input)
             .policy(policy)
             .split_size(40_000);
-        env.from_source(Flaky {
-            inner,
-            read,
-            fail_after,
-            checkpoints: ckpt_dir,
-        })
+        env.from_source(slow(inner, fail_after, ckpt_dir))
     };
     records
         .assign_timestamps_and_watermarks(
