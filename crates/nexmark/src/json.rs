@@ -1093,10 +1093,10 @@ fn parse_general(line: &[u8]) -> Result<Event, String> {
 /// then reads the line from the start, so it never decides whether a line is bad; when it
 /// does return an event, the general parser would return the same one.
 ///
-/// It checks the whole line once (no control character, valid UTF-8) instead of each string:
-/// in the exact layout, control characters and non-ASCII bytes can only be inside strings,
-/// so this accepts exactly the same lines. A line of printable ASCII (every generated line)
-/// passes both checks in one pass. Strings the [`Projection`] leaves out are only checked
+/// It checks the whole line once for UTF-8 instead of each string; in the exact layout,
+/// everything outside strings is matched byte for byte, so control characters are looked for
+/// only inside strings, by the same 16-byte scan that finds a string's end (SSE2 on x86_64).
+/// So it accepts exactly the lines the general parser accepts. Strings the [`Projection`] leaves out are only checked
 /// and skipped (escapes included), never copied.
 /// Strings that take few distinct values (a bid's channel and url, a person's name, city and
 /// state) come from a small per-thread cache instead of a new allocation each.
@@ -1165,31 +1165,72 @@ mod fast {
         })
     }
 
-    /// Whether every byte of `b` is printable ASCII (0x20 to 0x7F).
+    /// Whether a byte ends the plain run of a JSON string: a quote, a backslash or a control
+    /// character (which JSON forbids in strings).
     #[inline(always)]
-    fn printable_ascii(b: &[u8]) -> bool {
-        // Whole chunks without an early exit, so that it vectorizes.
-        let outside = |c: u8| c.wrapping_sub(0x20) >= 0x60;
-        let mut chunks = b.chunks_exact(32);
-        for chunk in &mut chunks {
-            if chunk.iter().fold(false, |acc, &c| acc | outside(c)) {
-                return false;
-            }
-        }
-        !chunks.remainder().iter().any(|&c| outside(c))
+    fn special(c: u8) -> bool {
+        (c == b'"') | (c == b'\\') | (c < 0x20)
     }
 
-    /// Whether `b` holds a control character (below 0x20), which JSON forbids in strings.
+    /// Bit `k` is set when byte `k` of `chunk` is [`special`].
+    #[cfg(target_arch = "x86_64")]
+    #[allow(unsafe_code)]
     #[inline(always)]
-    fn has_control(b: &[u8]) -> bool {
-        // Whole chunks without an early exit, so that it vectorizes.
-        let mut chunks = b.chunks_exact(32);
-        for chunk in &mut chunks {
-            if chunk.iter().fold(false, |acc, &c| acc | (c < 0x20)) {
-                return true;
-            }
+    fn special_mask(chunk: &[u8; 16]) -> u32 {
+        use std::arch::x86_64::{
+            _mm_cmpeq_epi8, _mm_loadu_si128, _mm_min_epu8, _mm_movemask_epi8, _mm_or_si128,
+            _mm_set1_epi8,
+        };
+        // SAFETY: SSE2 is part of the x86_64 baseline, so every x86_64 CPU has these
+        // instructions; the unaligned load reads exactly the 16 bytes of `chunk`.
+        unsafe {
+            let v = _mm_loadu_si128(chunk.as_ptr().cast());
+            let quote = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'"' as i8));
+            let backslash = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'\\' as i8));
+            // Unsigned `c < 0x20` is `min(c, 0x1f) == c`.
+            let control = _mm_cmpeq_epi8(_mm_min_epu8(v, _mm_set1_epi8(0x1f)), v);
+            _mm_movemask_epi8(_mm_or_si128(_mm_or_si128(quote, backslash), control)) as u32
         }
-        chunks.remainder().iter().any(|&c| c < 0x20)
+    }
+
+    /// Bit `k` is set when byte `k` of `chunk` is [`special`].
+    #[cfg(not(target_arch = "x86_64"))]
+    #[inline(always)]
+    fn special_mask(chunk: &[u8; 16]) -> u32 {
+        chunk
+            .iter()
+            .enumerate()
+            .fold(0, |mask, (k, &c)| mask | (u32::from(special(c)) << k))
+    }
+
+    /// The position of the first [`special`] byte of `b` at or after `from`: 16 bytes at a
+    /// time, inline (strings are short, so a call per string would cost more than the scan).
+    #[inline(always)]
+    fn find_special(b: &[u8], from: usize) -> Option<usize> {
+        let chunk_at = |at: usize| -> u32 {
+            match <&[u8; 16]>::try_from(&b[at..at + 16]) {
+                Ok(chunk) => special_mask(chunk),
+                Err(_) => unreachable!("a 16-byte range is 16 bytes"),
+            }
+        };
+        let mut at = from;
+        while at + 16 <= b.len() {
+            let mask = chunk_at(at);
+            if mask != 0 {
+                return Some(at + mask.trailing_zeros() as usize);
+            }
+            at += 16;
+        }
+        if at >= b.len() {
+            return None;
+        }
+        if b.len() >= 16 {
+            // The last 16 bytes, of which those before `at` were already scanned.
+            let start = b.len() - 16;
+            let mask = chunk_at(start) >> (at - start);
+            return (mask != 0).then(|| at + mask.trailing_zeros() as usize);
+        }
+        b[at..].iter().position(|&c| special(c)).map(|k| at + k)
     }
 
     thread_local! {
@@ -1201,12 +1242,26 @@ mod fast {
     /// A `YYYY-MM-DD HH:MM:SS.mmm` timestamp, as [`parse_ts_bytes`] reads it.
     #[inline(always)]
     pub(super) fn timestamp(b: &[u8]) -> Option<i64> {
-        let d = |k: usize| i64::from(b[k].wrapping_sub(b'0'));
-        if b.len() != 23 || b[10] != b' ' || b[13] != b':' || b[16] != b':' || b[19] != b'.' {
+        let Ok(b) = <&[u8; 23]>::try_from(b) else {
+            return parse_ts_bytes(b);
+        };
+        if b[10] != b' ' || b[13] != b':' || b[16] != b':' || b[19] != b'.' {
             return parse_ts_bytes(b);
         }
-        let digits = [11, 12, 14, 15, 17, 18, 20, 21, 22];
-        if digits.iter().any(|&k| d(k) > 9) {
+        // Constant indices into a fixed-size array, and no early exit: straight-line code.
+        let d = |k: usize| i64::from(b[k].wrapping_sub(b'0'));
+        let digits = [
+            d(11),
+            d(12),
+            d(14),
+            d(15),
+            d(17),
+            d(18),
+            d(20),
+            d(21),
+            d(22),
+        ];
+        if digits.iter().fold(0, |max, &digit| max.max(digit)) > 9 {
             return None;
         }
         let (hour, minute, second) = (d(11) * 10 + d(12), d(14) * 10 + d(15), d(17) * 10 + d(18));
@@ -1226,9 +1281,10 @@ mod fast {
     }
 
     struct Cursor<'a> {
-        /// The line, checked to be UTF-8 without control characters: every slice between
-        /// ASCII delimiters is UTF-8 too.
+        /// The line without its trailing whitespace, checked to be UTF-8.
         b: &'a [u8],
+        /// The same bytes as a `str`: every slice between ASCII delimiters is one too.
+        s: &'a str,
         i: usize,
         /// The string fields to materialize.
         projection: Projection,
@@ -1272,35 +1328,29 @@ mod fast {
             Some(if neg { -v } else { v })
         }
 
-        /// The rest of a string whose opening quote was consumed, if it has no escape.
+        /// The rest of a string whose opening quote was consumed, as a slice of the input
+        /// when it has no escape (`Err(())` when it has one: the cursor is left at its start).
         #[inline(always)]
         fn plain(&mut self) -> Option<Result<&'a str, ()>> {
             let start = self.i;
-            let rest = &self.b[start..];
-            let end = memchr::memchr(b'"', rest)?;
-            // No early exit, so that it vectorizes.
-            if rest[..end].iter().fold(false, |acc, &c| acc | (c == b'\\')) {
-                return Some(Err(()));
+            let end = find_special(self.b, start)?;
+            match self.b[end] {
+                b'"' => {
+                    self.i = end + 1;
+                    self.s.get(start..end).map(Ok)
+                }
+                b'\\' => Some(Err(())),
+                _ => None,
             }
-            self.i = start + end + 1;
-            std::str::from_utf8(&self.b[start..start + end])
-                .ok()
-                .map(Ok)
         }
 
         /// The rest of a string whose opening quote was consumed.
         #[inline(always)]
         fn string(&mut self) -> Option<Text> {
-            // One search for the end or the first escape (long strings, such as `extra`
-            // payloads, often have one).
-            let start = self.i;
-            let rest = &self.b[start..];
-            let end = memchr::memchr2(b'"', b'\\', rest)?;
-            if rest[end] == b'\\' {
-                return self.string_escaped(false);
+            match self.plain()? {
+                Ok(s) => Some(Text::from(s)),
+                Err(()) => self.string_escaped(false),
             }
-            self.i = start + end + 1;
-            std::str::from_utf8(&rest[..end]).ok().map(Text::from)
         }
 
         /// The rest of a string whose opening quote was consumed, if `field` is in the
@@ -1314,23 +1364,23 @@ mod fast {
         }
 
         /// Checks and skips the rest of a string whose opening quote was consumed, as
-        /// [`Self::string`] would read it (the same escapes accepted), without decoding it:
-        /// one pass to the closing quote.
-        #[inline]
+        /// [`Self::string`] would read it (the same escapes accepted), without decoding it.
+        #[inline(always)]
         fn skip_string(&mut self) -> Option<()> {
             let mut i = self.i;
             loop {
-                let rest = &self.b[i..];
-                let k = memchr::memchr2(b'"', b'\\', rest)?;
-                if rest[k] == b'"' {
-                    self.i = i + k + 1;
-                    return Some(());
-                }
-                match rest.get(k + 1)? {
-                    b'"' | b'\\' | b'/' | b'n' | b't' | b'r' | b'b' | b'f' => {}
+                let k = find_special(self.b, i)?;
+                match self.b[k] {
+                    b'"' => {
+                        self.i = k + 1;
+                        return Some(());
+                    }
+                    b'\\' => match self.b.get(k + 1)? {
+                        b'"' | b'\\' | b'/' | b'n' | b't' | b'r' | b'b' | b'f' => i = k + 2,
+                        _ => return None,
+                    },
                     _ => return None,
                 }
-                i += k + 2;
             }
         }
 
@@ -1360,29 +1410,32 @@ mod fast {
                 buf.clear();
                 let mut i = self.i;
                 loop {
-                    let rest = &self.b[i..];
-                    let k = memchr::memchr2(b'"', b'\\', rest)?;
-                    buf.push_str(std::str::from_utf8(&self.b[i..i + k]).ok()?);
-                    if rest[k] == b'"' {
-                        self.i = i + k + 1;
-                        return Some(if interned {
-                            intern(buf)
-                        } else {
-                            Text::from(buf.as_str())
-                        });
-                    }
-                    buf.push(match rest.get(k + 1)? {
-                        b'"' => '"',
-                        b'\\' => '\\',
-                        b'/' => '/',
-                        b'n' => '\n',
-                        b't' => '\t',
-                        b'r' => '\r',
-                        b'b' => '\u{8}',
-                        b'f' => '\u{c}',
+                    let k = find_special(self.b, i)?;
+                    buf.push_str(self.s.get(i..k)?);
+                    let unescaped = match self.b[k] {
+                        b'"' => {
+                            self.i = k + 1;
+                            return Some(if interned {
+                                intern(buf)
+                            } else {
+                                Text::from(buf.as_str())
+                            });
+                        }
+                        b'\\' => match self.b.get(k + 1)? {
+                            b'"' => '"',
+                            b'\\' => '\\',
+                            b'/' => '/',
+                            b'n' => '\n',
+                            b't' => '\t',
+                            b'r' => '\r',
+                            b'b' => '\u{8}',
+                            b'f' => '\u{c}',
+                            _ => return None,
+                        },
                         _ => return None,
-                    });
-                    i += k + 2;
+                    };
+                    buf.push(unescaped);
+                    i = k + 2;
                 }
             })
         }
@@ -1499,30 +1552,18 @@ mod fast {
     /// The event of a line in the exact writer layout, or `None`.
     #[inline]
     pub(super) fn parse(line: &[u8], projection: Projection) -> Option<Event> {
-        // Printable ASCII (every generated line) is valid UTF-8 without control characters:
-        // one pass. Otherwise, in the exact layout, bytes below 0x20 can only be a line end
-        // after the object, and the line must be valid UTF-8.
-        let b = if printable_ascii(line) {
-            line
-        } else if has_control(line) {
-            let body_len = line.len()
-                - line
-                    .iter()
-                    .rev()
-                    .take_while(|&&b| matches!(b, b' ' | b'\n' | b'\r' | b'\t'))
-                    .count();
-            let body = &line[..body_len];
-            if has_control(body) {
-                return None;
-            }
-            simdutf8::basic::from_utf8(body).ok()?;
-            body
-        } else {
-            simdutf8::basic::from_utf8(line).ok()?;
-            line
-        };
+        // The line must be valid UTF-8: one vectorized pass, after which every slice between
+        // ASCII delimiters is a `str` without another check. Control characters are looked
+        // for only in strings: everything else is matched byte for byte.
+        let body_len = line
+            .iter()
+            .rposition(|&c| !matches!(c, b' ' | b'\n' | b'\r' | b'\t'))
+            .map_or(0, |last| last + 1);
+        let body = &line[..body_len];
+        let s = simdutf8::basic::from_utf8(body).ok()?;
         let mut c = Cursor {
-            b,
+            b: body,
+            s,
             i: 0,
             projection,
         };
@@ -1548,16 +1589,9 @@ mod fast {
             }
             _ => return None,
         };
-        // Trailing whitespace (a line end) is fine; anything else after the object is not.
-        let rest = &line[c.i..];
-        if rest
-            .iter()
-            .all(|&b| matches!(b, b' ' | b'\n' | b'\r' | b'\t'))
-        {
-            Some(event)
-        } else {
-            None
-        }
+        // Trailing whitespace (a line end) was cut off; anything else after the object is
+        // not allowed.
+        (c.i == body.len()).then_some(event)
     }
 }
 
