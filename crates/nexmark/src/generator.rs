@@ -431,12 +431,8 @@ fn next_string_into(rnd: &mut SplittableRandom, max_length: i64, special: u8, ou
         long.resize(n, 0);
         &mut long[..]
     };
-    for slot in chars.iter_mut() {
-        *slot = if rnd.next_bounded(13) == 0 {
-            special
-        } else {
-            b'a' + rnd.next_bounded(26) as u8
-        };
+    if !string_chars_fast(rnd, chars, special) {
+        string_chars_exact(rnd, chars, special);
     }
     let mut part = &*chars;
     if special == b' ' {
@@ -448,6 +444,53 @@ fn next_string_into(rnd: &mut SplittableRandom, max_length: i64, special: u8, ou
         }
     }
     out.push_str(std::str::from_utf8(part).expect("letters and `special` are ASCII"));
+}
+
+/// The characters of [`next_string_into`], the reference's way: per character,
+/// `nextInt(13)`, then `nextInt(26)` unless the first was 0.
+#[cold]
+#[inline(never)]
+fn string_chars_exact(rnd: &mut SplittableRandom, chars: &mut [u8], special: u8) {
+    for slot in chars.iter_mut() {
+        *slot = if rnd.next_bounded(13) == 0 {
+            special
+        } else {
+            b'a' + rnd.next_bounded(26) as u8
+        };
+    }
+}
+
+/// The characters of [`string_chars_exact`] without its rejection loops.
+///
+/// `nextInt(b)` keeps `u = nextInt() >>> 1` unless `u >= 2^31 - 2^31 % b` (11 values of
+/// 2^31 for 13, 24 for 26), when it draws again. This only tracks the largest `u`: if any
+/// draw could have been rejected (about once in ten million strings), it leaves `rnd` as it
+/// was and returns `false`, and the caller takes the exact path.
+#[inline(always)]
+fn string_chars_fast(rnd: &mut SplittableRandom, chars: &mut [u8], special: u8) -> bool {
+    // The stricter of the two limits, for both draws.
+    const LIMIT: u32 = 0x8000_0000 - 0x8000_0000 % 26;
+    let mut seed = rnd.seed;
+    let mut highest = 0u32;
+    for slot in chars.iter_mut() {
+        seed = seed.wrapping_add(GOLDEN_GAMMA);
+        let u = SplittableRandom::mix32(seed) >> 1;
+        highest = highest.max(u);
+        *slot = if u % 13 == 0 {
+            special
+        } else {
+            seed = seed.wrapping_add(GOLDEN_GAMMA);
+            let v = SplittableRandom::mix32(seed) >> 1;
+            highest = highest.max(v);
+            b'a' + (v % 26) as u8
+        };
+    }
+    if highest < LIMIT {
+        rnd.seed = seed;
+        true
+    } else {
+        false
+    }
 }
 
 fn base_url(rnd: &mut SplittableRandom) -> String {
@@ -952,6 +995,71 @@ mod tests {
                 assert_eq!(price_from(draw), price_exact(draw * 6.0), "draw {draw}");
             }
         }
+    }
+
+    /// The seed whose next `nextInt() >>> 1` is `u` (inverting SplitMix64's `mix32`).
+    fn seed_drawing(u: u32) -> u64 {
+        fn inverse(a: u64) -> u64 {
+            // Newton's iteration for the inverse of an odd number modulo 2^64.
+            let mut x = a;
+            for _ in 0..6 {
+                x = x.wrapping_mul(2u64.wrapping_sub(a.wrapping_mul(x)));
+            }
+            x
+        }
+        fn unshift(y: u64, k: u32) -> u64 {
+            // The inverse of `x ^ (x >> k)`.
+            let mut x = y;
+            for _ in 0..64 / k {
+                x = y ^ (x >> k);
+            }
+            x
+        }
+        let z = (u64::from(u) << 33) | 0x1234_5678;
+        let z = unshift(z.wrapping_mul(inverse(M32B)), 28);
+        let s = unshift(z.wrapping_mul(inverse(M32A)), 33);
+        let seed = s.wrapping_sub(GOLDEN_GAMMA);
+        assert_eq!(SplittableRandom::new(seed).next_u32() >> 1, u);
+        seed
+    }
+
+    #[test]
+    fn fast_strings_match_the_exact_draws() {
+        let mut r = SplittableRandom::new(5);
+        for _ in 0..20_000 {
+            let seed = r.next_u64();
+            let n = 1 + r.next_bounded(120) as usize;
+            let special = if r.next_bounded(2) == 0 { b' ' } else { b'_' };
+            let (mut fast, mut exact) = (vec![0; n], vec![0; n]);
+            let (mut a, mut b) = (SplittableRandom::new(seed), SplittableRandom::new(seed));
+            assert!(string_chars_fast(&mut a, &mut fast, special));
+            string_chars_exact(&mut b, &mut exact, special);
+            assert_eq!((fast, a), (exact, b));
+        }
+        // Draws that `nextInt(13)` or `nextInt(26)` rejects, first or later in the string.
+        for u in [
+            0x7FFF_FFFF,
+            0x8000_0000 - 11,
+            0x8000_0000 - 24,
+            0x8000_0000 - 25,
+        ] {
+            let seed = seed_drawing(u);
+            for skip in [0u64, 1, 2, 5] {
+                let seed = seed.wrapping_sub(skip.wrapping_mul(GOLDEN_GAMMA));
+                let (mut a, mut b) = (SplittableRandom::new(seed), SplittableRandom::new(seed));
+                let (mut got, mut want) = (String::new(), String::new());
+                next_string_into(&mut a, 40, b'_', &mut got);
+                let n = (MIN_STRING_LENGTH + b.next_bounded(40 - MIN_STRING_LENGTH)) as usize;
+                let mut chars = vec![0; n];
+                string_chars_exact(&mut b, &mut chars, b'_');
+                want.push_str(std::str::from_utf8(&chars).unwrap());
+                assert_eq!((got, a), (want, b), "u {u:#x}, skip {skip}");
+            }
+        }
+        let seed = seed_drawing(0x7FFF_FFFF);
+        let mut r = SplittableRandom::new(seed);
+        assert!(!string_chars_fast(&mut r, &mut [0; 4], b' '));
+        assert_eq!(r, SplittableRandom::new(seed), "left as it was");
     }
 
     #[test]
