@@ -975,6 +975,15 @@ pub fn parse_event_projected(line: &[u8], projection: Projection) -> Result<Even
     })
 }
 
+/// The event at the start of `text`, and the length of its JSON object, when it is in the
+/// exact layout that [`write_event`] writes; `None` otherwise. A fast path for readers that
+/// hold many lines at once: when the object is followed by a line end, it is the event that
+/// [`parse_event_projected`] returns for that line. It never reads past a control character,
+/// so never past the end of the line it starts.
+pub fn parse_event_prefix(text: &str, projection: Projection) -> Option<(Event, usize)> {
+    fast::parse_prefix(text, projection)
+}
+
 /// The string fields of the events that a reader needs (see [`parse_event_projected`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Projection(u16);
@@ -1281,7 +1290,7 @@ mod fast {
     }
 
     struct Cursor<'a> {
-        /// The line without its trailing whitespace, checked to be UTF-8.
+        /// The input: a line without its trailing whitespace, or text that starts with a line.
         b: &'a [u8],
         /// The same bytes as a `str`: every slice between ASCII delimiters is one too.
         s: &'a str,
@@ -1561,9 +1570,22 @@ mod fast {
             .map_or(0, |last| last + 1);
         let body = &line[..body_len];
         let s = simdutf8::basic::from_utf8(body).ok()?;
+        match parse_prefix(s, projection)? {
+            // Trailing whitespace (a line end) was cut off; anything else after the object
+            // is not allowed.
+            (event, n) if n == body.len() => Some(event),
+            _ => None,
+        }
+    }
+
+    /// The event at the start of `text` in the exact writer layout, and the length of its
+    /// object, or `None`. It never reads past a control character, so never past the end of
+    /// the line it starts.
+    #[inline]
+    pub(super) fn parse_prefix(text: &str, projection: Projection) -> Option<(Event, usize)> {
         let mut c = Cursor {
-            b: body,
-            s,
+            b: text.as_bytes(),
+            s: text,
             i: 0,
             projection,
         };
@@ -1589,9 +1611,7 @@ mod fast {
             }
             _ => return None,
         };
-        // Trailing whitespace (a line end) was cut off; anything else after the object is
-        // not allowed.
-        (c.i == body.len()).then_some(event)
+        Some((event, c.i))
     }
 }
 

@@ -86,6 +86,16 @@ pub const DEFAULT_MAP_WINDOW: usize = 4 << 20;
 /// Splits smaller than this are read with `read` even when mapping is on.
 const MIN_MAPPED_SPLIT: u64 = 1 << 20;
 
+/// After the prefix decoder misses lines in a row, at most this many lines are read the usual
+/// way before it is tried again (so input it never takes costs little).
+const PREFIX_MISS_LINES: u32 = 64;
+
+/// The most bytes checked for UTF-8 at once for the prefix decoder.
+const PREFIX_CHUNK: usize = 16 << 10;
+
+/// How far ahead of the line being read the reader asks the CPU to prefetch.
+const PREFETCH_DISTANCE: usize = 8 << 10;
+
 /// How far past its end a split reads at first for its last line; a longer line doubles the
 /// read each time.
 const LOOKAHEAD: u64 = 4 << 10;
@@ -93,6 +103,11 @@ const LOOKAHEAD: u64 = 4 << 10;
 /// A line decoder: turns the bytes of one line (without its line ending) into a record, or
 /// says in one line why it cannot.
 pub type LineDecoder<T> = Arc<dyn Fn(&[u8]) -> Result<T, String> + Send + Sync>;
+
+/// A fast path next to a [`LineDecoder`]: given text that starts at a line start (and goes on
+/// past that line), it returns the record of that line and the length of its text, or `None`
+/// to leave the line to the line decoder. See [`JsonLinesSource::prefix_decoder`].
+pub type PrefixDecoder<T> = Arc<dyn Fn(&str) -> Option<(T, usize)> + Send + Sync>;
 
 /// Decodes one line as JSON into `T` with `serde_json`: the decoder of [`JsonLinesSource::new`].
 ///
@@ -129,6 +144,7 @@ fn json_reason(err: &serde_json::Error) -> String {
 pub struct JsonLinesSource<T> {
     path: PathBuf,
     decoder: LineDecoder<T>,
+    prefix_decoder: Option<PrefixDecoder<T>>,
     policy: BadRecordPolicy,
     split_size: u64,
     block_size: usize,
@@ -152,11 +168,25 @@ impl<T> JsonLinesSource<T> {
         JsonLinesSource {
             path: path.into(),
             decoder,
+            prefix_decoder: None,
             policy: BadRecordPolicy::default(),
             split_size: DEFAULT_SPLIT_SIZE,
             block_size: DEFAULT_BLOCK_SIZE,
             map_window: Some(DEFAULT_MAP_WINDOW),
         }
+    }
+
+    /// Adds a fast path: the reader checks many lines at once for UTF-8 and hands `decoder`
+    /// the text from a line's start on, without looking for the line's end first. When it
+    /// returns `(record, n)` with `n > 0` and the text's byte `n` is the line's `\n`, the
+    /// record is the line's; otherwise (`None`, a `\r\n` line end, or anything else after `n`)
+    /// the line goes to the line decoder as usual, with the bad-record policy. So `decoder`
+    /// must only return records that the line decoder returns for the same line (it never
+    /// sees blank lines: return `None` for them), and need not look past the line's end (for
+    /// JSON: a control character in a string, such as a line end, rejects the string).
+    pub fn prefix_decoder(mut self, decoder: PrefixDecoder<T>) -> Self {
+        self.prefix_decoder = Some(decoder);
+        self
     }
 
     /// Sets what happens to lines the decoder rejects (default: fail the job).
@@ -222,6 +252,9 @@ impl<T: Send + 'static> Source<T> for JsonLinesSource<T> {
         let total_bytes = splits.iter().map(|p| p.split.len()).sum();
         Ok(Box::new(JsonLinesReader {
             decoder: Arc::clone(&self.decoder),
+            prefix_decoder: self.prefix_decoder.clone(),
+            prefix_misses: 0,
+            prefix_backoff: 1,
             policy: self.policy.clone(),
             files,
             splits,
@@ -306,6 +339,8 @@ struct SplitCursor {
     len: usize,
     /// Bytes after `head` known to hold no newline (so a long line is scanned once).
     scanned: usize,
+    /// How far into the data the CPU was asked to prefetch.
+    prefetched: usize,
     /// The file offset of `buf[head]`.
     head_pos: u64,
     /// The file offset where the split's first line starts.
@@ -354,6 +389,7 @@ impl SplitCursor {
             head: 0,
             len: 0,
             scanned: 0,
+            prefetched: 0,
             head_pos: from,
             begin: from,
             lines: 0,
@@ -405,6 +441,7 @@ impl SplitCursor {
             self.len -= self.head;
             self.head = 0;
         }
+        self.prefetched = 0;
         if self.len == self.buf.len() {
             let bigger = (self.buf.len().max(1)).saturating_mul(2);
             self.buf.resize(bigger, 0);
@@ -468,6 +505,7 @@ impl SplitCursor {
         self.head = (self.head_pos - start) as usize;
         self.len = map.len();
         self.map = Some(map);
+        self.prefetched = 0;
         Ok(true)
     }
 
@@ -488,6 +526,15 @@ impl SplitCursor {
             if let Some(i) = memchr::memchr(b'\n', &self.data()[from..self.len]) {
                 let start = self.head;
                 let end = from + i;
+                // Ask for the bytes a few lines ahead, as many as this line has: the lines of
+                // a mapped file sit on pages the hardware prefetcher does not cross.
+                let ahead = (end + 1 + PREFETCH_DISTANCE).min(self.len);
+                let mut at = self.prefetched.max(start + PREFETCH_DISTANCE);
+                while at < ahead {
+                    prefetch(self.data(), at);
+                    at += 64;
+                }
+                self.prefetched = at;
                 self.head = end + 1;
                 self.head_pos += (end + 1 - start) as u64;
                 self.scanned = 0;
@@ -510,6 +557,85 @@ impl SplitCursor {
             self.scanned = self.len - self.head;
             self.fill(true)?;
         }
+    }
+
+    /// Decodes up to `max` whole lines with `decode` (see [`JsonLinesSource::prefix_decoder`])
+    /// from the data already at hand, pushing their records to `out`; returns how many. Stops
+    /// at the first line `decode` does not take (then with `true`), at the split's end, and
+    /// at the last line end of the data (a line cut by it, or past a byte that is not UTF-8,
+    /// is left to [`Self::next_line`]).
+    fn decode_prefixed<T>(
+        &mut self,
+        decode: &PrefixDecoder<T>,
+        out: &mut SourceOutput<'_, T>,
+        max: usize,
+    ) -> (usize, bool) {
+        let mut decoded = 0;
+        let mut missed = false;
+        while decoded < max && !self.done && self.head_pos <= self.split.end {
+            let data = match &self.map {
+                Some(map) => &map[..self.len],
+                None => &self.buf[..self.len],
+            };
+            let window = &data[self.head..data.len().min(self.head + PREFIX_CHUNK)];
+            let Some(last_end) = memchr::memrchr(b'\n', window) else {
+                break;
+            };
+            let chunk = &window[..=last_end];
+            let text = match simdutf8::basic::from_utf8(chunk) {
+                Ok(text) => text,
+                // The lines before the first byte that is not UTF-8.
+                Err(_) => {
+                    let valid =
+                        std::str::from_utf8(chunk).map_or_else(|e| e.valid_up_to(), str::len);
+                    match memchr::memrchr(b'\n', &chunk[..valid]) {
+                        Some(end) => match std::str::from_utf8(&chunk[..=end]) {
+                            Ok(text) => text,
+                            Err(_) => break,
+                        },
+                        None => break,
+                    }
+                }
+            };
+            let before = decoded;
+            // The next chunk is prefetched while this one is parsed, so that its UTF-8 check
+            // does not wait for memory.
+            let distance = PREFIX_CHUNK + PREFETCH_DISTANCE;
+            let (mut at, mut ahead) = (0, self.prefetched.max(self.head + distance));
+            while decoded < max && self.head_pos + at as u64 <= self.split.end {
+                // A blank line is never a record; anything but a line end after the record
+                // leaves the line to the line decoder.
+                let record = match decode(&text[at..]) {
+                    Some((record, n)) if n > 0 && text.as_bytes().get(at + n) == Some(&b'\n') => {
+                        at += n + 1;
+                        record
+                    }
+                    _ => {
+                        missed = true;
+                        break;
+                    }
+                };
+                out.push(record);
+                decoded += 1;
+                // As in `next_line`: ask for the bytes a few lines ahead.
+                let upto = (self.head + at + distance).min(self.len);
+                while ahead < upto {
+                    prefetch(data, ahead);
+                    ahead += 64;
+                }
+            }
+            self.prefetched = ahead;
+            self.head += at;
+            self.head_pos += at as u64;
+            self.scanned = 0;
+            let lines = (decoded - before) as u64;
+            self.lines += lines;
+            self.newlines += lines;
+            if missed || at < text.len() {
+                break;
+            }
+        }
+        (decoded, missed)
     }
 
     /// Bytes of the split consumed so far.
@@ -539,6 +665,22 @@ fn map_range(file: &File, offset: u64, len: usize) -> io::Result<Mmap> {
             .map(file)?
     };
     Ok(map)
+}
+
+/// Asks the CPU to load the cache line that holds `data[at]` (nothing if `at` is out of
+/// range, or on other architectures than x86_64).
+#[inline(always)]
+#[allow(unsafe_code)]
+fn prefetch(data: &[u8], at: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if at < data.len() {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        // SAFETY: SSE is part of the x86_64 baseline, and a prefetch only hints the cache: it
+        // never faults and changes no memory; the address is inside `data` anyway.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(data.as_ptr().add(at).cast()) };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (data, at);
 }
 
 /// A known point of one file: `newlines` newlines lie before byte `offset`.
@@ -603,6 +745,11 @@ impl LineIndex {
 /// One worker's reader of a [`JsonLinesSource`].
 struct JsonLinesReader<T> {
     decoder: LineDecoder<T>,
+    prefix_decoder: Option<PrefixDecoder<T>>,
+    /// Lines left to read with the line decoder after the prefix decoder missed one.
+    prefix_misses: u32,
+    /// The lines to read the usual way after the next miss.
+    prefix_backoff: u32,
     policy: BadRecordPolicy,
     files: Vec<InputFile>,
     /// This reader's splits, in file and offset order.
@@ -661,6 +808,25 @@ impl<T> SourceReader<T> for JsonLinesReader<T> {
                 continue;
             };
             let (split, begin) = (cursor.split, cursor.begin);
+            if let Some(prefix) = &self.prefix_decoder {
+                if self.prefix_misses == 0 {
+                    let (decoded, missed) = cursor.decode_prefixed(prefix, out, budget - lines);
+                    if decoded > 0 {
+                        lines += decoded;
+                        produced = true;
+                        self.prefix_backoff = 1;
+                        continue;
+                    }
+                    if missed {
+                        // Its next line is not for the fast path: some lines the usual way,
+                        // twice as many after each miss in a row.
+                        self.prefix_misses = self.prefix_backoff;
+                        self.prefix_backoff = (self.prefix_backoff * 2).min(PREFIX_MISS_LINES);
+                    }
+                } else {
+                    self.prefix_misses -= 1;
+                }
+            }
             let (number, line) = match cursor.next_line() {
                 Ok(Some(line)) => line,
                 Ok(None) => {

@@ -24,6 +24,7 @@ pub use self::csv::CsvSource;
 pub use encode::LineEncoder;
 pub use file_sink::{FileSink, RollingPolicy, DEFAULT_WRITE_BUFFER};
 pub use jsonl::{
-    decode_json_line, JsonLinesSource, LineDecoder, DEFAULT_BLOCK_SIZE, DEFAULT_SPLIT_SIZE,
+    decode_json_line, JsonLinesSource, LineDecoder, PrefixDecoder, DEFAULT_BLOCK_SIZE,
+    DEFAULT_SPLIT_SIZE,
 };
 pub use single_file_sink::SingleFileSink;

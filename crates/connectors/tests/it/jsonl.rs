@@ -4,7 +4,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use proptest::prelude::*;
-use spate_connectors::files::{JsonLinesSource, LineDecoder};
+use spate_connectors::files::{JsonLinesSource, LineDecoder, PrefixDecoder};
 use spate_types::{BadRecordPolicy, Source, SourceContext, SpateError};
 
 use crate::util::{drain, is_subsequence, read_all, read_ok};
@@ -351,4 +351,153 @@ fn empty_directory_and_empty_file_finish_at_once() {
     assert!(read_ok(&JsonLinesSource::<Rec>::new(dir.path()))
         .records
         .is_empty());
+}
+
+/// A prefix decoder for the fast path: the longest run of `a`, `b`, `7`, `{` and `}` at the
+/// start of the text (the line decoder then must give the same record for a line that is
+/// exactly that run, which [`raw_decoder`] does).
+fn run_prefix_decoder() -> PrefixDecoder<Vec<u8>> {
+    Arc::new(|text: &str| {
+        let n = text
+            .bytes()
+            .take_while(|b| matches!(b, b'a' | b'b' | b'7' | b'{' | b'}'))
+            .count();
+        Some((text.as_bytes()[..n].to_vec(), n))
+    })
+}
+
+/// Files of which most lines are for the fast path, so that fast runs, misses and slow lines
+/// alternate.
+fn mostly_fast_file_strategy() -> impl Strategy<Value = Vec<u8>> {
+    let fast_byte = prop::sample::select(vec![b'a', b'b', b'{', b'}', b'7']);
+    let line = prop_oneof![
+        3 => prop::collection::vec(fast_byte.clone(), 1..12),
+        1 => prop::collection::vec(fast_byte, 100..3000),
+        2 => line_strategy(),
+    ];
+    (prop::collection::vec(line, 0..60), any::<bool>()).prop_map(|(lines, trailing)| {
+        let mut content = lines.join(&b'\n');
+        if trailing && !lines.is_empty() {
+            content.push(b'\n');
+        }
+        content
+    })
+}
+
+/// Whether the fast path takes a whole line.
+fn prefix_takes(line: &[u8]) -> bool {
+    !line.is_empty()
+        && line
+            .iter()
+            .all(|b| matches!(b, b'a' | b'b' | b'7' | b'{' | b'}'))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+
+    /// With a prefix decoder, the records are exactly those of the line decoder alone, and
+    /// the lines it leaves (with `\r`, blanks, bytes that are not UTF-8, or other bytes) go
+    /// to the line decoder with their exact line numbers, for any split, block and batch.
+    #[test]
+    fn prefix_decoder_reads_the_same_lines(
+        contents in prop::collection::vec(mostly_fast_file_strategy(), 1..4),
+        split_size in prop_oneof![1u64..64, 1u64..5000, Just(1u64 << 20)],
+        block_size in prop_oneof![1usize..64, Just(1 << 20)],
+        workers in 1usize..4,
+        max_records in 1usize..50,
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let files: Vec<(String, Vec<u8>)> =
+            contents.into_iter().enumerate().map(|(i, c)| (format!("part-{i}.jsonl"), c)).collect();
+        write_files(dir.path(), &files);
+        let expected = naive_lines(&files);
+
+        let source = JsonLinesSource::with_decoder(dir.path(), raw_decoder())
+            .prefix_decoder(run_prefix_decoder())
+            .split_size(split_size)
+            .block_size(block_size);
+        let naive_texts: Vec<Vec<u8>> = expected.iter().map(|(_, _, t)| t.clone()).collect();
+        let mut union = Vec::new();
+        for drained in read_all(&source, workers, max_records) {
+            prop_assert!(drained.error.is_none());
+            prop_assert!(is_subsequence(&drained.records, &naive_texts));
+            union.extend(drained.records);
+        }
+        let mut sorted_expected = naive_texts;
+        sorted_expected.sort();
+        union.sort();
+        prop_assert_eq!(union, sorted_expected);
+
+        // The line decoder rejects everything: each line is either a record of the fast path
+        // (and one it takes) or a dead letter with its number and text; every line it does
+        // not take is a dead letter, also after runs of fast lines.
+        let source = JsonLinesSource::with_decoder(dir.path(), rejecting_decoder())
+            .prefix_decoder(run_prefix_decoder())
+            .split_size(split_size)
+            .block_size(block_size)
+            .policy(BadRecordPolicy::DeadLetter("/dev/null".into()));
+        let mut letters: Vec<NaiveLine> = Vec::new();
+        let mut fast = Vec::new();
+        for drained in read_all(&source, workers, max_records) {
+            prop_assert!(drained.error.is_none());
+            fast.extend(drained.records);
+            for letter in drained.dead {
+                let name = Path::new(&letter.source).file_name().unwrap().to_string_lossy().into_owned();
+                letters.push((name, letter.line, letter.raw.into_bytes()));
+            }
+        }
+        let mut left: Vec<NaiveLine> = expected
+            .into_iter()
+            .map(|(f, l, t)| (f, l, String::from_utf8_lossy(&t).into_owned().into_bytes()))
+            .collect();
+        for letter in &letters {
+            let at = left.iter().position(|line| line == letter);
+            prop_assert!(at.is_some(), "a dead letter that is no line: {:?}", letter);
+            left.remove(at.unwrap());
+        }
+        // What is left was read by the fast path.
+        let mut left: Vec<Vec<u8>> = left.into_iter().map(|(_, _, t)| t).collect();
+        left.sort();
+        fast.sort();
+        prop_assert!(fast.iter().all(|record| prefix_takes(record)));
+        prop_assert_eq!(fast, left);
+    }
+}
+
+/// The fast path over memory-mapped splits (files of more than 1 MiB are mapped in windows):
+/// with a prefix decoder, the same records as with the line decoder alone, in the same order
+/// for each worker, across window and split boundaries.
+#[test]
+fn prefix_decoder_over_mapped_windows() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut content = Vec::new();
+    for i in 0..60_000u32 {
+        let len = (i * 7919 % 200) as usize + 1;
+        content.extend((0..len).map(|k| [b'a', b'b', b'{', b'}', b'7'][(i as usize + k) % 5]));
+        match i % 997 {
+            // Lines the fast path leaves: a `\r\n` end, a blank line, a byte that is not UTF-8.
+            1 => content.extend_from_slice(b"\r\n"),
+            2 => content.extend_from_slice(b"\n\n"),
+            3 => content.extend_from_slice(b"\xff\n"),
+            _ => content.push(b'\n'),
+        }
+    }
+    assert!(content.len() > 3 << 20);
+    std::fs::write(dir.path().join("big.jsonl"), &content).unwrap();
+    for (split_size, workers) in [(1 << 20, 1), ((1 << 20) + 12_345, 3), (64 << 20, 2)] {
+        let plain = JsonLinesSource::with_decoder(dir.path(), raw_decoder()).split_size(split_size);
+        let fast = JsonLinesSource::with_decoder(dir.path(), raw_decoder())
+            .split_size(split_size)
+            .prefix_decoder(run_prefix_decoder());
+        let (plain, fast) = (
+            read_all(&plain, workers, 4096),
+            read_all(&fast, workers, 4096),
+        );
+        for (p, f) in plain.iter().zip(&fast) {
+            assert!(p.error.is_none() && f.error.is_none());
+            assert!(p.records == f.records, "split size {split_size}");
+        }
+        let lines: usize = fast.iter().map(|d| d.records.len()).sum();
+        assert_eq!(lines, 60_000);
+    }
 }
