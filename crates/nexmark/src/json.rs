@@ -1242,6 +1242,27 @@ mod fast {
         b[at..].iter().position(|&c| special(c)).map(|k| at + k)
     }
 
+    /// The value and count of the decimal digits that start the 8 bytes `x` (little-endian),
+    /// when there are 1 to 7 of them (`None` for none or 8, which the digit loop reads).
+    #[inline(always)]
+    pub(super) fn swar_digits(x: u64) -> Option<(i64, usize)> {
+        const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
+        // Each byte of `d` is its digit's value for '0' to '9' and 10 or more for any other
+        // byte (no carry crosses bytes).
+        let d = x ^ 0x3030_3030_3030_3030;
+        let non_digit = (((d & LOW7) + 0x7676_7676_7676_7676) | d) & !LOW7;
+        let digits = (non_digit.trailing_zeros() / 8) as usize;
+        if digits == 0 || digits == 8 {
+            return None;
+        }
+        // The digits to the top bytes (zeros before them), then pairs, quads and the whole.
+        let v = d << (8 * (8 - digits));
+        let v = ((v & 0x0f0f_0f0f_0f0f_0f0f).wrapping_mul(2561)) >> 8;
+        let v = ((v & 0x00ff_00ff_00ff_00ff).wrapping_mul(6_553_601)) >> 16;
+        let v = ((v & 0x0000_ffff_0000_ffff).wrapping_mul(42_949_672_960_001)) >> 32;
+        Some((v as i64, digits))
+    }
+
     thread_local! {
         /// The date of the last timestamp read on this thread (its first 10 bytes, as 8 + 2)
         /// and its epoch milliseconds at midnight: consecutive events share the date.
@@ -1317,6 +1338,20 @@ mod fast {
             let b = &self.b[self.i..];
             let neg = b.first() == Some(&b'-');
             let start = usize::from(neg);
+            // Up to 7 digits (every id and most prices) from one 8-byte word.
+            if let Some(&word) = b.get(start..).and_then(|rest| rest.first_chunk::<8>()) {
+                if let Some((v, digits)) = swar_digits(u64::from_le_bytes(word)) {
+                    if digits > 1 && b[start] == b'0' {
+                        return None;
+                    }
+                    let end = start + digits;
+                    if matches!(b.get(end), Some(b'.' | b'e' | b'E')) {
+                        return None;
+                    }
+                    self.i += end;
+                    return Some(if neg { -v } else { v });
+                }
+            }
             let mut k = start;
             let mut v: i64 = 0;
             while let Some(&c @ b'0'..=b'9') = b.get(k) {
@@ -1864,6 +1899,36 @@ mod tests {
             let mut out = Vec::new();
             write_i64(v, &mut out);
             assert_eq!(out, v.to_string().as_bytes());
+        }
+    }
+
+    #[test]
+    fn word_digits_agree_with_a_digit_loop() {
+        let suffixes: [&[u8]; 6] = [
+            b",\"bidder\"",
+            b"}",
+            b".5xxxxxxx",
+            b"\"aaaaaaaa",
+            b"\xff\xff\xff\xff\xff\xff\xff\xff",
+            b"/:;<=>?@@@@",
+        ];
+        let mut numbers: Vec<u64> = (0..2000).collect();
+        numbers.extend((0..2000u64).map(|k| k.wrapping_mul(2_654_435_761) % 100_000_000));
+        for n in numbers {
+            for suffix in suffixes {
+                let mut text = n.to_string().into_bytes();
+                text.extend_from_slice(suffix);
+                text.resize(text.len().max(8), b'x');
+                let word = u64::from_le_bytes(*text.first_chunk::<8>().unwrap());
+                let digits = text.iter().take_while(|c| c.is_ascii_digit()).count();
+                let want = (1..8).contains(&digits).then(|| (n as i64, digits));
+                assert_eq!(
+                    fast::swar_digits(word),
+                    want,
+                    "{}",
+                    String::from_utf8_lossy(&text)
+                );
+            }
         }
     }
 

@@ -144,8 +144,16 @@ pub struct UrlDirsRow {
 }
 
 /// q0: pass-through of bids.
+///
+/// q0, q1 and q2 select the bids and project them in one operator, as Flink chains its
+/// source, filter and projection into one task: one pass over each batch instead of two.
 pub fn q0(events: &DataStream<Event>) -> DataStream<BidRow> {
-    bids(events).map(bid_row).name("q0.project")
+    events
+        .flat_map(|e| match e {
+            Event::Bid(b) => Some(bid_row(b)),
+            _ => None,
+        })
+        .name("q0.project")
 }
 
 fn bid_row(b: Bid) -> BidRow {
@@ -160,24 +168,28 @@ fn bid_row(b: Bid) -> BidRow {
 
 /// q1: bids with the price converted to euro (`0.908 * price`), kept exact in thousandths.
 pub fn q1(events: &DataStream<Event>) -> DataStream<EuroBidRow> {
-    bids(events)
-        .map(|b| {
-            let mut row = bid_row(b);
-            // 0.908 * price as DECIMAL(23,3) is exactly price * 908 thousandths.
-            row.price *= 908;
-            EuroBidRow(row)
+    events
+        .flat_map(|e| match e {
+            Event::Bid(b) => {
+                let mut row = bid_row(b);
+                // 0.908 * price as DECIMAL(23,3) is exactly price * 908 thousandths.
+                row.price *= 908;
+                Some(EuroBidRow(row))
+            }
+            _ => None,
         })
         .name("q1.convert")
 }
 
 /// q2: bids on every 123rd auction.
 pub fn q2(events: &DataStream<Event>) -> DataStream<AuctionPriceRow> {
-    bids(events)
-        .filter(|b| b.auction % 123 == 0)
-        .name("q2.filter")
-        .map(|b| AuctionPriceRow {
-            auction: b.auction,
-            price: b.price,
+    events
+        .flat_map(|e| match e {
+            Event::Bid(b) if b.auction % 123 == 0 => Some(AuctionPriceRow {
+                auction: b.auction,
+                price: b.price,
+            }),
+            _ => None,
         })
         .name("q2.project")
 }
