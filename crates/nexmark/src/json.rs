@@ -1921,7 +1921,7 @@ mod tests {
                 text.resize(text.len().max(8), b'x');
                 let word = u64::from_le_bytes(*text.first_chunk::<8>().unwrap());
                 let digits = text.iter().take_while(|c| c.is_ascii_digit()).count();
-                let want = (1..8).contains(&digits).then(|| (n as i64, digits));
+                let want = (1..8).contains(&digits).then_some((n as i64, digits));
                 assert_eq!(
                     fast::swar_digits(word),
                     want,
