@@ -8,7 +8,7 @@ use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use spate_nexmark::generator::{GeneratorConfig, GeneratorShared, NexmarkGenerator};
-use spate_nexmark::json::{parse_event, write_event};
+use spate_nexmark::json::{parse_event, parse_event_prefix, write_event, Projection};
 use spate_nexmark::model::Event;
 
 /// Events per iteration.
@@ -128,6 +128,23 @@ fn json(c: &mut Criterion) {
             })
         });
     }
+    // The reader's fast path: lines parsed where they lie in one checked text.
+    let whole = std::str::from_utf8(&text).expect("generated text is UTF-8");
+    group.bench_function("parse_event_prefix", |b| {
+        b.iter(|| {
+            let mut at = 0;
+            while at < whole.len() {
+                parsed.clear();
+                while parsed.len() < BATCH && at < whole.len() {
+                    let (event, n) = parse_event_prefix(&whole[at..], Projection::ALL)
+                        .expect("generated lines parse");
+                    parsed.push(event);
+                    at += n + 1;
+                }
+                black_box(&parsed);
+            }
+        })
+    });
     group.bench_function("serde_json_value", |b| {
         b.iter(|| {
             for line in &generated {
