@@ -50,13 +50,29 @@ fn line_strategy() -> impl Strategy<Value = Vec<u8>> {
 }
 
 fn file_strategy() -> impl Strategy<Value = Vec<u8>> {
-    (prop::collection::vec(line_strategy(), 0..40), any::<bool>()).prop_map(|(lines, trailing)| {
-        let mut content = lines.join(&b'\n');
-        if trailing && !lines.is_empty() {
-            content.push(b'\n');
-        }
-        content
-    })
+    (prop::collection::vec(line_strategy(), 0..40), any::<bool>()).prop_map(join_lines)
+}
+
+/// The lines joined by `\n`, with one after the last when `trailing`.
+fn join_lines((lines, trailing): (Vec<Vec<u8>>, bool)) -> Vec<u8> {
+    let mut content = lines.join(&b'\n');
+    if trailing && !lines.is_empty() {
+        content.push(b'\n');
+    }
+    content
+}
+
+/// `part-0.jsonl`, `part-1.jsonl`, … with these contents in a new directory (see
+/// [`write_files`]).
+fn write_parts(contents: Vec<Vec<u8>>) -> (tempfile::TempDir, Vec<(String, Vec<u8>)>) {
+    let dir = tempfile::tempdir().unwrap();
+    let files: Vec<(String, Vec<u8>)> = contents
+        .into_iter()
+        .enumerate()
+        .map(|(i, c)| (format!("part-{i}.jsonl"), c))
+        .collect();
+    write_files(dir.path(), &files);
+    (dir, files)
 }
 
 fn write_files(dir: &Path, files: &[(String, Vec<u8>)]) {
@@ -81,10 +97,7 @@ proptest! {
         workers in 1usize..6,
         max_records in 1usize..50,
     ) {
-        let dir = tempfile::tempdir().unwrap();
-        let files: Vec<(String, Vec<u8>)> =
-            contents.into_iter().enumerate().map(|(i, c)| (format!("part-{i}.jsonl"), c)).collect();
-        write_files(dir.path(), &files);
+        let (dir, files) = write_parts(contents);
         let expected = naive_lines(&files);
 
         // Good records: the union is the naive list; each worker's records keep file order.
@@ -375,13 +388,7 @@ fn mostly_fast_file_strategy() -> impl Strategy<Value = Vec<u8>> {
         1 => prop::collection::vec(fast_byte, 100..3000),
         2 => line_strategy(),
     ];
-    (prop::collection::vec(line, 0..60), any::<bool>()).prop_map(|(lines, trailing)| {
-        let mut content = lines.join(&b'\n');
-        if trailing && !lines.is_empty() {
-            content.push(b'\n');
-        }
-        content
-    })
+    (prop::collection::vec(line, 0..60), any::<bool>()).prop_map(join_lines)
 }
 
 /// Whether the fast path takes a whole line.
@@ -406,10 +413,7 @@ proptest! {
         workers in 1usize..4,
         max_records in 1usize..50,
     ) {
-        let dir = tempfile::tempdir().unwrap();
-        let files: Vec<(String, Vec<u8>)> =
-            contents.into_iter().enumerate().map(|(i, c)| (format!("part-{i}.jsonl"), c)).collect();
-        write_files(dir.path(), &files);
+        let (dir, files) = write_parts(contents);
         let expected = naive_lines(&files);
 
         let source = JsonLinesSource::with_decoder(dir.path(), raw_decoder())
