@@ -1108,7 +1108,8 @@ fn parse_general(line: &[u8]) -> Result<Event, String> {
 /// So it accepts exactly the lines the general parser accepts. Strings the [`Projection`] leaves out are only checked
 /// and skipped (escapes included), never copied.
 /// Strings that take few distinct values (a bid's channel and url, a person's name, city and
-/// state) come from a small per-thread cache instead of a new allocation each.
+/// state) come from a small per-thread cache when they have escapes (decoding them would cost
+/// an allocation anyway); without escapes they are copied as they are.
 mod fast {
     use std::cell::{Cell, RefCell};
 
@@ -1437,7 +1438,8 @@ mod fast {
             self.field(field)
         }
 
-        /// Like [`Self::string`], for a string that takes few distinct values.
+        /// Like [`Self::string`], for a string that takes few distinct values (one with
+        /// escapes comes from the per-thread cache).
         #[inline(always)]
         fn interned(&mut self) -> Option<Text> {
             match self.plain()? {

@@ -528,13 +528,8 @@ impl SplitCursor {
                 let end = from + i;
                 // Ask for the bytes a few lines ahead, as many as this line has: the lines of
                 // a mapped file sit on pages the hardware prefetcher does not cross.
-                let ahead = (end + 1 + PREFETCH_DISTANCE).min(self.len);
-                let mut at = self.prefetched.max(start + PREFETCH_DISTANCE);
-                while at < ahead {
-                    prefetch(self.data(), at);
-                    at += 64;
-                }
-                self.prefetched = at;
+                let from = self.prefetched.max(start + PREFETCH_DISTANCE);
+                self.prefetched = prefetch_range(self.data(), from, end + 1 + PREFETCH_DISTANCE);
                 self.head = end + 1;
                 self.head_pos += (end + 1 - start) as u64;
                 self.scanned = 0;
@@ -573,11 +568,8 @@ impl SplitCursor {
         let mut decoded = 0;
         let mut missed = false;
         while decoded < max && !self.done && self.head_pos <= self.split.end {
-            let data = match &self.map {
-                Some(map) => &map[..self.len],
-                None => &self.buf[..self.len],
-            };
-            let window = &data[self.head..data.len().min(self.head + PREFIX_CHUNK)];
+            let data = self.data();
+            let window = &data[self.head..self.len.min(self.head + PREFIX_CHUNK)];
             let Some(last_end) = memchr::memrchr(b'\n', window) else {
                 break;
             };
@@ -586,13 +578,9 @@ impl SplitCursor {
                 Ok(text) => text,
                 // The lines before the first byte that is not UTF-8.
                 Err(_) => {
-                    let valid =
-                        std::str::from_utf8(chunk).map_or_else(|e| e.valid_up_to(), str::len);
-                    match memchr::memrchr(b'\n', &chunk[..valid]) {
-                        Some(end) => match std::str::from_utf8(&chunk[..=end]) {
-                            Ok(text) => text,
-                            Err(_) => break,
-                        },
+                    let valid = chunk.utf8_chunks().next().map_or("", |c| c.valid());
+                    match valid.rfind('\n') {
+                        Some(end) => &valid[..=end],
                         None => break,
                     }
                 }
@@ -617,13 +605,9 @@ impl SplitCursor {
                 };
                 out.push(record);
                 decoded += 1;
-                // As in `next_line`: ask for the bytes a few lines ahead.
-                let upto = (self.head + at + distance).min(self.len);
-                while ahead < upto {
-                    prefetch(data, ahead);
-                    ahead += 64;
-                }
+                ahead = prefetch_range(data, ahead, self.head + at + distance);
             }
+            let whole_chunk = at == text.len();
             self.prefetched = ahead;
             self.head += at;
             self.head_pos += at as u64;
@@ -631,7 +615,7 @@ impl SplitCursor {
             let lines = (decoded - before) as u64;
             self.lines += lines;
             self.newlines += lines;
-            if missed || at < text.len() {
+            if missed || !whole_chunk {
                 break;
             }
         }
@@ -665,6 +649,19 @@ fn map_range(file: &File, offset: u64, len: usize) -> io::Result<Mmap> {
             .map(file)?
     };
     Ok(map)
+}
+
+/// Prefetches the cache lines of `data[from..upto]` (cut at its end), 64 bytes apart, and
+/// returns where the next call should start.
+#[inline(always)]
+fn prefetch_range(data: &[u8], from: usize, upto: usize) -> usize {
+    let upto = upto.min(data.len());
+    let mut at = from;
+    while at < upto {
+        prefetch(data, at);
+        at += 64;
+    }
+    at
 }
 
 /// Asks the CPU to load the cache line that holds `data[at]` (nothing if `at` is out of
