@@ -253,9 +253,9 @@ fn run_query(args: &RunArgs) -> Result<()> {
             let decoder = Arc::new(move |line: &[u8]| {
                 spate_nexmark::json::parse_event_projected(line, projection)
             });
-            // Lines in the exact layout of the generator are parsed where they lie, many
-            // lines checked for UTF-8 at once; any other line goes to the line decoder.
-            let prefix = Arc::new(move |text: &str| {
+            // Lines in the exact layout of the generator are parsed where they lie, in one
+            // pass; any other line goes to the line decoder.
+            let prefix = Arc::new(move |text: &[u8]| {
                 spate_nexmark::json::parse_event_prefix(text, projection)
             });
             let source = JsonLinesSource::with_decoder(path.clone(), decoder)

@@ -979,8 +979,9 @@ pub fn parse_event_projected(line: &[u8], projection: Projection) -> Result<Even
 /// exact layout that [`write_event`] writes; `None` otherwise. A fast path for readers that
 /// hold many lines at once: when the object is followed by a line end, it is the event that
 /// [`parse_event_projected`] returns for that line. It never reads past a control character,
-/// so never past the end of the line it starts.
-pub fn parse_event_prefix(text: &str, projection: Projection) -> Option<(Event, usize)> {
+/// so never past the end of the line it starts. `text` need not be UTF-8: the parser checks
+/// the bytes it reads (so an object that is not UTF-8 is `None`).
+pub fn parse_event_prefix(text: &[u8], projection: Projection) -> Option<(Event, usize)> {
     fast::parse_prefix(text, projection)
 }
 
@@ -1123,7 +1124,7 @@ mod fast {
 
     thread_local! {
         /// Where strings with escapes are decoded before they become a `Text`.
-        static SCRATCH: RefCell<String> = const { RefCell::new(String::new()) };
+        static SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
         /// A direct-mapped cache of repeated strings: a hit is a reference count increment
         /// instead of an allocation and a copy; a miss replaces the slot.
         static INTERNED: RefCell<Vec<Option<Text>>> = const { RefCell::new(Vec::new()) };
@@ -1175,11 +1176,40 @@ mod fast {
         })
     }
 
-    /// Whether a byte ends the plain run of a JSON string: a quote, a backslash or a control
-    /// character (which JSON forbids in strings).
+    /// Whether a byte ends the plain run of a JSON string: a quote, a backslash, a control
+    /// character (which JSON forbids in strings) or a byte that is not ASCII (whose UTF-8
+    /// sequence is then checked: see [`utf8_char`]).
     #[inline(always)]
     fn special(c: u8) -> bool {
-        (c == b'"') | (c == b'\\') | (c < 0x20)
+        (c == b'"') | (c == b'\\') | (c < 0x20) | (c >= 0x80)
+    }
+
+    /// The length of the UTF-8 sequence that starts at `b[k]` (a byte that is not ASCII), or
+    /// `None` if it is not one well-formed character.
+    #[inline(never)]
+    fn utf8_char(b: &[u8], k: usize) -> Option<usize> {
+        let len = match b[k] {
+            0xC2..=0xDF => 2,
+            0xE0..=0xEF => 3,
+            0xF0..=0xF4 => 4,
+            _ => return None,
+        };
+        std::str::from_utf8(b.get(k..k + len)?).ok()?;
+        Some(len)
+    }
+
+    /// The bytes of a string scanned with [`special_mask`], as a `str`: every byte in them
+    /// is ASCII or part of a character that [`utf8_char`] checked.
+    #[inline(always)]
+    #[allow(unsafe_code)]
+    fn scanned_str(b: &[u8]) -> &str {
+        debug_assert!(std::str::from_utf8(b).is_ok(), "a scanned string is UTF-8");
+        // SAFETY: the callers pass only bytes of a string's scan (or the decoded string made
+        // of them), in which the scan stops at every byte of 0x80 or more and resumes only
+        // past a sequence that `utf8_char` checked with `from_utf8`. The decoding adds only
+        // the ASCII bytes of escapes. So `b` is ASCII bytes and whole, valid UTF-8
+        // characters: valid UTF-8.
+        unsafe { std::str::from_utf8_unchecked(b) }
     }
 
     /// Bit `k` is set when byte `k` of `chunk` is [`special`].
@@ -1199,7 +1229,9 @@ mod fast {
             let backslash = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'\\' as i8));
             // Unsigned `c < 0x20` is `min(c, 0x1f) == c`.
             let control = _mm_cmpeq_epi8(_mm_min_epu8(v, _mm_set1_epi8(0x1f)), v);
-            _mm_movemask_epi8(_mm_or_si128(_mm_or_si128(quote, backslash), control)) as u32
+            // The mask takes each byte's top bit: `v` itself adds the bytes over 0x7f.
+            let stop = _mm_or_si128(_mm_or_si128(quote, backslash), _mm_or_si128(control, v));
+            _mm_movemask_epi8(stop) as u32
         }
     }
 
@@ -1217,15 +1249,9 @@ mod fast {
     /// time, inline (strings are short, so a call per string would cost more than the scan).
     #[inline(always)]
     fn find_special(b: &[u8], from: usize) -> Option<usize> {
-        let chunk_at = |at: usize| -> u32 {
-            match <&[u8; 16]>::try_from(&b[at..at + 16]) {
-                Ok(chunk) => special_mask(chunk),
-                Err(_) => unreachable!("a 16-byte range is 16 bytes"),
-            }
-        };
         let mut at = from;
         while at + 16 <= b.len() {
-            let mask = chunk_at(at);
+            let mask = mask_at(b, at);
             if mask != 0 {
                 return Some(at + mask.trailing_zeros() as usize);
             }
@@ -1237,10 +1263,19 @@ mod fast {
         if b.len() >= 16 {
             // The last 16 bytes, of which those before `at` were already scanned.
             let start = b.len() - 16;
-            let mask = chunk_at(start) >> (at - start);
+            let mask = mask_at(b, start) >> (at - start);
             return (mask != 0).then(|| at + mask.trailing_zeros() as usize);
         }
         b[at..].iter().position(|&c| special(c)).map(|k| at + k)
+    }
+
+    /// The [`special_mask`] of `b[at..at + 16]`, which must be in range.
+    #[inline(always)]
+    fn mask_at(b: &[u8], at: usize) -> u32 {
+        match b[at..].first_chunk::<16>() {
+            Some(chunk) => special_mask(chunk),
+            None => unreachable!("the caller checks that 16 bytes are left"),
+        }
     }
 
     /// The value and count of the decimal digits that start the 8 bytes `x` (little-endian),
@@ -1312,10 +1347,10 @@ mod fast {
     }
 
     struct Cursor<'a> {
-        /// The input: a line without its trailing whitespace, or text that starts with a line.
+        /// The input: a line without its trailing whitespace, or bytes that start with a
+        /// line. They need not be UTF-8: the cursor matches every byte outside strings
+        /// against ASCII, and checks the characters in strings that are not ASCII.
         b: &'a [u8],
-        /// The same bytes as a `str`: every slice between ASCII delimiters is one too.
-        s: &'a str,
         i: usize,
         /// The string fields to materialize.
         projection: Projection,
@@ -1324,9 +1359,10 @@ mod fast {
     impl<'a> Cursor<'a> {
         /// Consumes the literal `s`.
         #[inline(always)]
-        fn lit(&mut self, s: &[u8]) -> Option<()> {
-            if self.b.get(self.i..self.i + s.len())? == s {
-                self.i += s.len();
+        fn lit<const N: usize>(&mut self, s: &[u8; N]) -> Option<()> {
+            // A fixed-size comparison: inline loads and compares, not a call to `bcmp`.
+            if self.b.get(self.i..)?.first_chunk::<N>()? == s {
+                self.i += N;
                 Some(())
             } else {
                 None
@@ -1378,14 +1414,18 @@ mod fast {
         #[inline(always)]
         fn plain(&mut self) -> Option<Result<&'a str, ()>> {
             let start = self.i;
-            let end = find_special(self.b, start)?;
-            match self.b[end] {
-                b'"' => {
-                    self.i = end + 1;
-                    self.s.get(start..end).map(Ok)
+            let mut i = start;
+            loop {
+                let end = find_special(self.b, i)?;
+                match self.b[end] {
+                    b'"' => {
+                        self.i = end + 1;
+                        return Some(Ok(scanned_str(&self.b[start..end])));
+                    }
+                    b'\\' => return Some(Err(())),
+                    0x80.. => i = end + utf8_char(self.b, end)?,
+                    _ => return None,
                 }
-                b'\\' => Some(Err(())),
-                _ => None,
             }
         }
 
@@ -1424,6 +1464,7 @@ mod fast {
                         b'"' | b'\\' | b'/' | b'n' | b't' | b'r' | b'b' | b'f' => i = k + 2,
                         _ => return None,
                     },
+                    0x80.. => i = k + utf8_char(self.b, k)?,
                     _ => return None,
                 }
             }
@@ -1450,38 +1491,68 @@ mod fast {
 
         /// A string with escapes (`interned`: from the cache); `\u` escapes are left to the
         /// general parser.
+        ///
+        /// It decodes 16 bytes at a time: each block is copied whole, and the output grows
+        /// by the bytes before the block's first [`special`] one (the rest is overwritten).
         #[inline(never)]
         fn string_escaped(&mut self, interned: bool) -> Option<Text> {
             SCRATCH.with_borrow_mut(|buf| {
-                buf.clear();
-                let mut i = self.i;
+                let b = self.b;
+                let (mut i, mut o) = (self.i, 0);
                 loop {
-                    let k = find_special(self.b, i)?;
-                    buf.push_str(self.s.get(i..k)?);
-                    let unescaped = match self.b[k] {
-                        b'"' => {
-                            self.i = k + 1;
-                            return Some(if interned {
-                                intern(buf)
-                            } else {
-                                Text::from(buf.as_str())
-                            });
+                    // Room for a block and a character after it.
+                    if buf.len() < o + 32 {
+                        buf.resize((o + 32).max(2 * buf.len()), 0);
+                    }
+                    let rest = &b[i..];
+                    let mut padded = [0u8; 16];
+                    let block = match rest.first_chunk::<16>() {
+                        Some(block) => block,
+                        // The end of the input: zeros after it, which stop the scan.
+                        None => {
+                            padded[..rest.len()].copy_from_slice(rest);
+                            &padded
                         }
-                        b'\\' => match self.b.get(k + 1)? {
-                            b'"' => '"',
-                            b'\\' => '\\',
-                            b'/' => '/',
-                            b'n' => '\n',
-                            b't' => '\t',
-                            b'r' => '\r',
-                            b'b' => '\u{8}',
-                            b'f' => '\u{c}',
+                    };
+                    let mask = special_mask(block);
+                    buf[o..o + 16].copy_from_slice(block);
+                    if mask == 0 {
+                        i += 16;
+                        o += 16;
+                        continue;
+                    }
+                    let k = mask.trailing_zeros() as usize;
+                    i += k;
+                    o += k;
+                    let unescaped = match *b.get(i)? {
+                        b'"' => {
+                            self.i = i + 1;
+                            let s = scanned_str(&buf[..o]);
+                            return Some(if interned { intern(s) } else { Text::from(s) });
+                        }
+                        b'\\' => match b.get(i + 1)? {
+                            b'"' => b'"',
+                            b'\\' => b'\\',
+                            b'/' => b'/',
+                            b'n' => b'\n',
+                            b't' => b'\t',
+                            b'r' => b'\r',
+                            b'b' => 0x08,
+                            b'f' => 0x0c,
                             _ => return None,
                         },
+                        0x80.. => {
+                            let n = utf8_char(b, i)?;
+                            buf[o..o + n].copy_from_slice(&b[i..i + n]);
+                            i += n;
+                            o += n;
+                            continue;
+                        }
                         _ => return None,
                     };
-                    buf.push(unescaped);
-                    i = k + 2;
+                    buf[o] = unescaped;
+                    o += 1;
+                    i += 2;
                 }
             })
         }
@@ -1598,16 +1669,12 @@ mod fast {
     /// The event of a line in the exact writer layout, or `None`.
     #[inline]
     pub(super) fn parse(line: &[u8], projection: Projection) -> Option<Event> {
-        // The line must be valid UTF-8: one vectorized pass, after which every slice between
-        // ASCII delimiters is a `str` without another check. Control characters are looked
-        // for only in strings: everything else is matched byte for byte.
         let body_len = line
             .iter()
             .rposition(|&c| !matches!(c, b' ' | b'\n' | b'\r' | b'\t'))
             .map_or(0, |last| last + 1);
         let body = &line[..body_len];
-        let s = simdutf8::basic::from_utf8(body).ok()?;
-        match parse_prefix(s, projection)? {
+        match parse_prefix(body, projection)? {
             // Trailing whitespace (a line end) was cut off; anything else after the object
             // is not allowed.
             (event, n) if n == body.len() => Some(event),
@@ -1617,12 +1684,12 @@ mod fast {
 
     /// The event at the start of `text` in the exact writer layout, and the length of its
     /// object, or `None`. It never reads past a control character, so never past the end of
-    /// the line it starts.
+    /// the line it starts. Every byte it reads is checked: ASCII outside strings, UTF-8 in
+    /// them.
     #[inline]
-    pub(super) fn parse_prefix(text: &str, projection: Projection) -> Option<(Event, usize)> {
+    pub(super) fn parse_prefix(text: &[u8], projection: Projection) -> Option<(Event, usize)> {
         let mut c = Cursor {
-            b: text.as_bytes(),
-            s: text,
+            b: text,
             i: 0,
             projection,
         };
@@ -2024,6 +2091,93 @@ mod tests {
                             "{}",
                             String::from_utf8_lossy(&damaged)
                         );
+                    }
+                }
+            }
+        }
+    }
+
+    /// Strings of any characters (1 to 4 bytes of UTF-8) and escapes, at any offset from a
+    /// 16-byte block, in a bid.
+    fn bid_with(channel: &str, extra: &str) -> Event {
+        Event::Bid(Bid {
+            auction: 7,
+            bidder: 8,
+            price: 9,
+            channel: Text::from(channel),
+            url: Text::from("u"),
+            date_time: 1_700_000_000_000,
+            extra: Text::from(extra),
+        })
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn fast_path_reads_any_characters(
+            channel in "[a\\\"é€𝄞/\u{7f}]{0,40}",
+            extra in "[ -~é€𝄞\n\t\u{8}\u{c}\r\u{7ff}\u{800}\u{ffff}\u{10000}\u{10ffff}]{0,80}",
+        ) {
+            let event = bid_with(&channel, &extra);
+            let mut line = Vec::new();
+            write_event(&event, &mut line);
+            proptest::prop_assert_eq!(fast::parse(&line, Projection::ALL), Some(event.clone()));
+            line.extend_from_slice(b"\nrest");
+            let (parsed, n) = parse_event_prefix(&line, Projection::ALL).expect("the fast path");
+            proptest::prop_assert_eq!(parsed, event);
+            proptest::prop_assert_eq!(line[n], b'\n');
+        }
+    }
+
+    #[test]
+    fn fast_path_rejects_what_is_not_utf8() {
+        // Whole characters are taken; broken, overlong, surrogate and out-of-range sequences
+        // are not, wherever they stand in a string (and then the general parser agrees).
+        let good: [&[u8]; 4] = [
+            b"\xc3\xa9",
+            b"\xe2\x82\xac",
+            b"\xf0\x9d\x84\x9e",
+            b"\xdf\xbf",
+        ];
+        let bad: [&[u8]; 9] = [
+            b"\xc3",
+            b"\xe2\x82",
+            b"\xf0\x9d\x84",
+            b"\xc0\x80",
+            b"\xe0\x80\x80",
+            b"\xed\xa0\x80",
+            b"\xf4\x90\x80\x80",
+            b"\xf5\x80\x80\x80",
+            b"\x80",
+        ];
+        let mut line = Vec::new();
+        write_event(
+            &bid_with("Google", "abc\\def\"ghijklmnopqrstuvwxyz0123456789"),
+            &mut line,
+        );
+        // Where the contents of the two strings start, and their lengths.
+        let strings: Vec<(usize, usize)> = [&b"\"Google\""[..], b"\"abc"]
+            .iter()
+            .map(|open| {
+                let start = 1 + line.windows(open.len()).position(|w| w == *open).unwrap();
+                let len = line[start..].iter().position(|&c| c == b'"').unwrap();
+                (start, len)
+            })
+            .collect();
+        for &(start, len) in &strings {
+            // (Not inside an escape.)
+            for at in (start..=start + len).filter(|&at| line[at - 1] != b'\\') {
+                for (sequences, ok) in [(&good[..], true), (&bad[..], false)] {
+                    for seq in sequences {
+                        let mut damaged = line.clone();
+                        damaged.splice(at..at, seq.iter().copied());
+                        let fast = fast::parse(&damaged, Projection::ALL);
+                        let general = parse_general(&damaged).ok();
+                        assert_eq!(fast.is_some(), ok, "{}", String::from_utf8_lossy(&damaged));
+                        assert_eq!(general.is_some(), ok);
+                        assert_eq!(fast, general);
+                        // Skipped strings are checked the same way.
+                        let none = parse_event_projected(&damaged, Projection::NONE);
+                        assert_eq!(none.is_ok(), ok);
                     }
                 }
             }

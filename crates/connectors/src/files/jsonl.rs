@@ -90,8 +90,8 @@ const MIN_MAPPED_SPLIT: u64 = 1 << 20;
 /// way before it is tried again (so input it never takes costs little).
 const PREFIX_MISS_LINES: u32 = 64;
 
-/// The most bytes checked for UTF-8 at once for the prefix decoder.
-const PREFIX_CHUNK: usize = 16 << 10;
+/// How far ahead of the line being decoded by the prefix decoder the reader prefetches.
+const PREFIX_PREFETCH: usize = 24 << 10;
 
 /// How far ahead of the line being read the reader asks the CPU to prefetch.
 const PREFETCH_DISTANCE: usize = 8 << 10;
@@ -104,10 +104,10 @@ const LOOKAHEAD: u64 = 4 << 10;
 /// says in one line why it cannot.
 pub type LineDecoder<T> = Arc<dyn Fn(&[u8]) -> Result<T, String> + Send + Sync>;
 
-/// A fast path next to a [`LineDecoder`]: given text that starts at a line start (and goes on
+/// A fast path next to a [`LineDecoder`]: given bytes that start at a line start (and go on
 /// past that line), it returns the record of that line and the length of its text, or `None`
 /// to leave the line to the line decoder. See [`JsonLinesSource::prefix_decoder`].
-pub type PrefixDecoder<T> = Arc<dyn Fn(&str) -> Option<(T, usize)> + Send + Sync>;
+pub type PrefixDecoder<T> = Arc<dyn Fn(&[u8]) -> Option<(T, usize)> + Send + Sync>;
 
 /// Decodes one line as JSON into `T` with `serde_json`: the decoder of [`JsonLinesSource::new`].
 ///
@@ -176,14 +176,15 @@ impl<T> JsonLinesSource<T> {
         }
     }
 
-    /// Adds a fast path: the reader checks many lines at once for UTF-8 and hands `decoder`
-    /// the text from a line's start on, without looking for the line's end first. When it
-    /// returns `(record, n)` with `n > 0` and the text's byte `n` is the line's `\n`, the
-    /// record is the line's; otherwise (`None`, a `\r\n` line end, or anything else after `n`)
-    /// the line goes to the line decoder as usual, with the bad-record policy. So `decoder`
-    /// must only return records that the line decoder returns for the same line (it never
-    /// sees blank lines: return `None` for them), and need not look past the line's end (for
-    /// JSON: a control character in a string, such as a line end, rejects the string).
+    /// Adds a fast path: the reader hands `decoder` the bytes from a line's start to the end
+    /// of the data at hand, without looking for the line's end or checking its UTF-8 first.
+    /// When it returns `(record, n)` with `n > 0` and byte `n` is the line's `\n`, the record
+    /// is the line's; otherwise (`None`, a `\r\n` line end, or anything else after `n`) the
+    /// line goes to the line decoder as usual, with the bad-record policy. So `decoder` must
+    /// only return records that the line decoder returns for the same line (it never sees
+    /// blank lines: return `None` for them; nor bytes that are not UTF-8: check those it
+    /// reads), and need not look past the line's end (for JSON: a control character in a
+    /// string, such as a line end, rejects the string).
     pub fn prefix_decoder(mut self, decoder: PrefixDecoder<T>) -> Self {
         self.prefix_decoder = Some(decoder);
         self
@@ -557,68 +558,47 @@ impl SplitCursor {
     /// Decodes up to `max` whole lines with `decode` (see [`JsonLinesSource::prefix_decoder`])
     /// from the data already at hand, pushing their records to `out`; returns how many. Stops
     /// at the first line `decode` does not take (then with `true`), at the split's end, and
-    /// at the last line end of the data (a line cut by it, or past a byte that is not UTF-8,
-    /// is left to [`Self::next_line`]).
+    /// at the end of the data (a line cut by it is left to [`Self::next_line`]).
     fn decode_prefixed<T>(
         &mut self,
         decode: &PrefixDecoder<T>,
         out: &mut SourceOutput<'_, T>,
         max: usize,
     ) -> (usize, bool) {
+        if self.done {
+            return (0, false);
+        }
+        let data = self.data();
+        let (start, len) = (self.head, self.len);
+        let mut at = start;
+        let mut ahead = self.prefetched.max(start + PREFIX_PREFETCH);
         let mut decoded = 0;
         let mut missed = false;
-        while decoded < max && !self.done && self.head_pos <= self.split.end {
-            let data = self.data();
-            let window = &data[self.head..self.len.min(self.head + PREFIX_CHUNK)];
-            let Some(last_end) = memchr::memrchr(b'\n', window) else {
-                break;
-            };
-            let chunk = &window[..=last_end];
-            let text = match simdutf8::basic::from_utf8(chunk) {
-                Ok(text) => text,
-                // The lines before the first byte that is not UTF-8.
-                Err(_) => {
-                    let valid = chunk.utf8_chunks().next().map_or("", |c| c.valid());
-                    match valid.rfind('\n') {
-                        Some(end) => &valid[..=end],
-                        None => break,
-                    }
+        while decoded < max && self.head_pos + ((at - start) as u64) <= self.split.end {
+            let text = &data[at..len];
+            // A blank line is never a record; anything but a line end after the record
+            // leaves the line to the line decoder.
+            match decode(text) {
+                Some((record, n)) if n > 0 && text.get(n) == Some(&b'\n') => {
+                    at += n + 1;
+                    out.push(record);
+                    decoded += 1;
                 }
-            };
-            let before = decoded;
-            // The next chunk is prefetched while this one is parsed, so that its UTF-8 check
-            // does not wait for memory.
-            let distance = PREFIX_CHUNK + PREFETCH_DISTANCE;
-            let (mut at, mut ahead) = (0, self.prefetched.max(self.head + distance));
-            while decoded < max && self.head_pos + at as u64 <= self.split.end {
-                // A blank line is never a record; anything but a line end after the record
-                // leaves the line to the line decoder.
-                let record = match decode(&text[at..]) {
-                    Some((record, n)) if n > 0 && text.as_bytes().get(at + n) == Some(&b'\n') => {
-                        at += n + 1;
-                        record
-                    }
-                    _ => {
-                        missed = true;
-                        break;
-                    }
-                };
-                out.push(record);
-                decoded += 1;
-                ahead = prefetch_range(data, ahead, self.head + at + distance);
+                // A line cut by the end of the data is no miss: the line reader joins it.
+                _ => {
+                    missed = memchr::memchr(b'\n', text).is_some();
+                    break;
+                }
             }
-            let whole_chunk = at == text.len();
-            self.prefetched = ahead;
-            self.head += at;
-            self.head_pos += at as u64;
-            self.scanned = 0;
-            let lines = (decoded - before) as u64;
-            self.lines += lines;
-            self.newlines += lines;
-            if missed || !whole_chunk {
-                break;
-            }
+            ahead = prefetch_range(data, ahead, at + PREFIX_PREFETCH);
         }
+        self.prefetched = ahead;
+        self.head = at;
+        self.head_pos += (at - start) as u64;
+        self.scanned = 0;
+        let lines = decoded as u64;
+        self.lines += lines;
+        self.newlines += lines;
         (decoded, missed)
     }
 

@@ -370,12 +370,12 @@ fn empty_directory_and_empty_file_finish_at_once() {
 /// start of the text (the line decoder then must give the same record for a line that is
 /// exactly that run, which [`raw_decoder`] does).
 fn run_prefix_decoder() -> PrefixDecoder<Vec<u8>> {
-    Arc::new(|text: &str| {
+    Arc::new(|text: &[u8]| {
         let n = text
-            .bytes()
+            .iter()
             .take_while(|b| matches!(b, b'a' | b'b' | b'7' | b'{' | b'}'))
             .count();
-        Some((text.as_bytes()[..n].to_vec(), n))
+        Some((text[..n].to_vec(), n))
     })
 }
 
