@@ -1181,7 +1181,7 @@ mod fast {
     /// sequence is then checked: see [`utf8_char`]).
     #[inline(always)]
     fn special(c: u8) -> bool {
-        (c == b'"') | (c == b'\\') | (c < 0x20) | (c >= 0x80)
+        (c == b'"') | (c == b'\\') | !(0x20..0x80).contains(&c)
     }
 
     /// The length of the UTF-8 sequence that starts at `b[k]` (a byte that is not ASCII), or
