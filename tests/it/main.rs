@@ -13,4 +13,5 @@ mod operators;
 mod sensors;
 mod state;
 mod state_backends;
+mod uids;
 mod windows;

@@ -130,6 +130,11 @@ pub struct RunArgs {
     /// Start from a checkpoint or savepoint: `latest` (in `--checkpoint-dir`) or a location.
     #[arg(long, requires = "checkpoint_dir")]
     pub restore: Option<String>,
+    /// Restore even if the snapshot holds state that no operator of this job claims (an
+    /// operator was removed or its uid changed); that state is dropped. Without it such a
+    /// restore fails and names the uids (Flink's `--allowNonRestoredState`).
+    #[arg(long, requires = "restore")]
+    pub allow_non_restored_state: bool,
     /// When the job stops (Ctrl-C, SIGTERM, or the end of a bounded input), take a final
     /// checkpoint and write it here as a savepoint: a self-contained snapshot that
     /// `--restore DIR` resumes, on any number of workers and processes.
@@ -232,6 +237,7 @@ fn run_query(args: &RunArgs) -> Result<()> {
         config.checkpoint_interval = Some(args.checkpoint_interval);
         config.restart_strategy = args.restart_strategy.clone();
         config.restore = args.restore.clone();
+        config.allow_non_restored_state = args.allow_non_restored_state;
         config.savepoint_dir = args.savepoint_dir.clone();
         config.supervise_single_process = true;
     }

@@ -39,7 +39,7 @@ pub(crate) fn supervise(config: &JobConfig) -> SpateResult<u64> {
         None => None,
     };
     let launch_base = match &storage {
-        Some(s) => s.next_id()?.saturating_sub(1),
+        Some(s) => newest_complete(s)?,
         None => 0,
     };
     let mut restore = config.restore.clone();
@@ -63,17 +63,21 @@ pub(crate) fn supervise(config: &JobConfig) -> SpateResult<u64> {
         restarts += 1;
         tracing::warn!(%failure, restart = restarts, ?delay, "restarting the job from its latest checkpoint");
         std::thread::sleep(delay);
-        let newest = storage
-            .list()?
-            .iter()
-            .filter(|c| c.manifest.is_some())
-            .map(|c| c.id)
-            .max()
-            .unwrap_or(0);
-        if newest > launch_base {
+        if newest_complete(storage)? > launch_base {
             restore = Some("latest".to_owned());
         }
     }
+}
+
+/// The id of the newest complete checkpoint in `storage` (0 for none).
+pub(crate) fn newest_complete(storage: &spate_checkpoint::CheckpointStorage) -> SpateResult<u64> {
+    Ok(storage
+        .list()?
+        .iter()
+        .filter(|c| c.manifest.is_some())
+        .map(|c| c.id)
+        .max()
+        .unwrap_or(0))
 }
 
 /// Launches the processes once; `Ok(None)` when all succeed, `Ok(Some(error))` when one fails

@@ -43,6 +43,10 @@ pub struct JobConfig {
     /// What to restore at start: `"latest"` (the newest complete checkpoint in
     /// `checkpoint_dir`), a checkpoint or savepoint location, or `None` to start empty.
     pub restore: Option<String>,
+    /// Restores even when the snapshot holds state that no operator of the job claims (an
+    /// operator removed, or its uid changed), dropping that state (Flink's
+    /// `--allowNonRestoredState`). Without it such a restore fails, naming the uids.
+    pub allow_non_restored_state: bool,
     /// Where to write a savepoint when the job ends (a clean stop or the end of its input):
     /// the final checkpoint, copied into a self-contained location that retention never
     /// touches, to restore later with `restore`, on any number of workers.
@@ -218,6 +222,7 @@ impl Default for JobConfig {
             checkpoints_retained: 3,
             tolerable_checkpoint_failures: 0,
             restore: None,
+            allow_non_restored_state: false,
             savepoint_dir: None,
             restart_strategy: RestartStrategy::default(),
             state_backend: StateBackend::Memory,

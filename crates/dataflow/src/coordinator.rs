@@ -12,7 +12,7 @@
 //!   every worker over a broadcast channel; sinks then publish.
 
 use std::cell::RefCell;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -28,7 +28,7 @@ use timely::dataflow::InputHandleVec;
 use crate::config::JobConfig;
 use crate::metrics::Metrics;
 use crate::plan::Epoch;
-use crate::snapshot::{operator_file, sources_file, SharedSnapshots};
+use crate::snapshot::{operator_file, sanitize, sources_file, SharedSnapshots};
 
 /// What a process reports to worker 0 about checkpoint `c`.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
@@ -46,6 +46,127 @@ pub(crate) enum Report {
 /// Announced (instead of a checkpoint number) once every worker's sources have finished and a
 /// checkpoint taken after the last of them has completed: workers may close their inputs.
 pub(crate) const JOB_FINISHED: u64 = u64::MAX;
+
+/// The checkpoint or savepoint that `config.restore` names, if any. A location that does not
+/// exist or holds no usable snapshot is an error of the configuration (never retried into a
+/// fresh start); `latest` with no complete checkpoint starts empty, and says so.
+pub(crate) fn resolve_restore(
+    storage: &CheckpointStorage,
+    config: &JobConfig,
+) -> SpateResult<Option<Checkpoint>> {
+    let restored = match config.restore.as_deref() {
+        None => return Ok(None),
+        Some("latest") => {
+            let latest = storage.latest_complete()?;
+            if latest.is_none() {
+                tracing::warn!(
+                    dir = config.checkpoint_dir.as_deref().unwrap_or_default(),
+                    "no complete checkpoint to restore: the job starts empty"
+                );
+            }
+            latest
+        }
+        Some(path) => {
+            let cannot = |e: SpateError| {
+                SpateError::Config(format!("cannot restore from {path}: {}", one_line(&e)))
+            };
+            let location = storage.parse_location(path).map_err(cannot)?;
+            Some(storage.restore_from(&location).map_err(cannot)?)
+        }
+    };
+    if let Some(r) = &restored {
+        let m = r.manifest();
+        if m.max_parallelism != config.max_parallelism {
+            return Err(SpateError::Config(format!(
+                "checkpoint {} was taken with max parallelism {}, this job has {}: keys \
+                 would land in other key groups; keep the max parallelism to restore it",
+                r.location(),
+                m.max_parallelism,
+                config.max_parallelism
+            )));
+        }
+    }
+    Ok(restored)
+}
+
+fn one_line(e: &SpateError) -> String {
+    e.to_string().replace('\n', " ")
+}
+
+/// Every old worker's map of source positions, by source state id.
+fn source_positions(r: &Checkpoint) -> SpateResult<Vec<BTreeMap<String, Vec<SplitPosition>>>> {
+    let mut maps = Vec::new();
+    for w in 0..r.manifest().workers as usize {
+        let file = sources_file(w);
+        if r.manifest().file(&file).is_none() {
+            continue;
+        }
+        let bytes = r.read(&file)?;
+        let map = serde_json::from_slice(&bytes).map_err(|e| {
+            SpateError::Job(format!("checkpoint {}: bad {file}: {e}", r.location()))
+        })?;
+        maps.push(map);
+    }
+    Ok(maps)
+}
+
+/// The state ids that checkpoint `r` holds state of (operators, sinks, sources), as storage
+/// keeps them ([`sanitize`]d).
+pub(crate) fn snapshot_ids(r: &Checkpoint) -> SpateResult<BTreeSet<String>> {
+    let mut ids: BTreeSet<String> = r
+        .manifest()
+        .files
+        .iter()
+        .filter_map(|f| f.name.strip_prefix("op/")?.split_once('/'))
+        .map(|(id, _)| id.to_owned())
+        .collect();
+    for map in source_positions(r)? {
+        ids.extend(map.keys().map(|id| sanitize(id)));
+    }
+    Ok(ids)
+}
+
+/// Refuses to restore state that no operator of this job claims (Flink's rule), unless the
+/// job allows non-restored state; `claims` are the job's state ids ([`Plan::state_ids`]).
+///
+/// [`Plan::state_ids`]: crate::plan::Plan::state_ids
+pub(crate) fn check_claims(
+    r: &Checkpoint,
+    config: &JobConfig,
+    claims: &[String],
+) -> SpateResult<()> {
+    let mut claimed: BTreeSet<String> = BTreeSet::new();
+    for id in claims {
+        claimed.insert(sanitize(id));
+        claimed.insert(sanitize(&format!("{id}.dead-letters")));
+    }
+    let unclaimed: Vec<String> = snapshot_ids(r)?
+        .into_iter()
+        .filter(|id| !claimed.contains(id))
+        .collect();
+    if unclaimed.is_empty() {
+        return Ok(());
+    }
+    let list = unclaimed
+        .iter()
+        .map(|id| format!("`{id}`"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    if config.allow_non_restored_state {
+        tracing::warn!(
+            checkpoint = %r.location(),
+            uids = %list,
+            "dropping state that no operator of this job claims (non-restored state allowed)"
+        );
+        return Ok(());
+    }
+    Err(SpateError::Config(format!(
+        "checkpoint {} holds state that no operator of this job claims (uids {list}); give \
+         those operators their uids back, or allow non-restored state \
+         (--allow-non-restored-state) to drop it",
+        r.location()
+    )))
+}
 
 /// The checkpoint state one process's workers share.
 pub(crate) struct CheckpointRuntime {
@@ -78,6 +199,7 @@ impl CheckpointRuntime {
     /// restart may cure, while one before it is a setting to fix.
     pub(crate) fn open(
         config: &JobConfig,
+        claims: &[String],
         metrics: &Metrics,
         opened: &mut bool,
         id_floor: u64,
@@ -96,25 +218,10 @@ impl CheckpointRuntime {
         };
         let storage = CheckpointStorage::open(dir, storage_config)?;
         *opened = true;
-        let restored = match config.restore.as_deref() {
-            None => None,
-            Some("latest") => storage.latest_complete()?,
-            Some(path) => {
-                let location = storage.parse_location(path)?;
-                Some(storage.restore_from(&location)?)
-            }
-        };
+        let restored = resolve_restore(&storage, config)?;
         if let Some(r) = &restored {
+            check_claims(r, config, claims)?;
             let m = r.manifest();
-            if m.max_parallelism != config.max_parallelism {
-                return Err(SpateError::Config(format!(
-                    "checkpoint {} was taken with max parallelism {}, this job has {}: keys \
-                     would land in other key groups; keep the max parallelism to restore it",
-                    r.location(),
-                    m.max_parallelism,
-                    config.max_parallelism
-                )));
-            }
             tracing::info!(
                 checkpoint = r.id(),
                 workers = m.workers,
@@ -183,17 +290,25 @@ impl CheckpointRuntime {
         writers.remove(&c);
     }
 
-    /// The snapshots of operator `name` in the restored checkpoint, one per old worker.
-    pub(crate) fn restored_parts(&self, name: &str) -> SpateResult<Vec<Bytes>> {
+    /// The snapshots of the operator with state id `id` in the restored checkpoint, one per
+    /// old worker; none (logged when `log`) when the checkpoint has no state of that id.
+    pub(crate) fn restored_parts(&self, id: &str, log: bool) -> SpateResult<Vec<Bytes>> {
         let Some(r) = &self.restored else {
             return Ok(Vec::new());
         };
         let mut parts = Vec::new();
         for w in 0..r.manifest().workers as usize {
-            let file = operator_file(name, w);
+            let file = operator_file(id, w);
             if r.manifest().file(&file).is_some() {
                 parts.push(r.read(&file)?);
             }
+        }
+        if parts.is_empty() && log {
+            tracing::info!(
+                uid = id,
+                checkpoint = %r.location(),
+                "the checkpoint has no state of this operator: it starts empty"
+            );
         }
         Ok(parts)
     }
@@ -208,25 +323,34 @@ impl CheckpointRuntime {
         }
     }
 
-    /// The positions of source `name` in the restored checkpoint, over all old workers.
-    pub(crate) fn restored_positions(&self, name: &str) -> SpateResult<Option<Vec<SplitPosition>>> {
+    /// The positions of the source with state id `id` in the restored checkpoint, over all
+    /// old workers; `None` (logged when `log`) when the checkpoint has none of that id, and the
+    /// source starts from the beginning.
+    pub(crate) fn restored_positions(
+        &self,
+        id: &str,
+        log: bool,
+    ) -> SpateResult<Option<Vec<SplitPosition>>> {
         let Some(r) = &self.restored else {
             return Ok(None);
         };
         let mut all = Vec::new();
-        for w in 0..r.manifest().workers as usize {
-            let file = sources_file(w);
-            if r.manifest().file(&file).is_none() {
-                continue;
-            }
-            let bytes = r.read(&file)?;
-            let map: BTreeMap<String, Vec<SplitPosition>> = serde_json::from_slice(&bytes)
-                .map_err(|e| {
-                    SpateError::Job(format!("checkpoint {}: bad {file}: {e}", r.location()))
-                })?;
-            if let Some(p) = map.get(name) {
+        let mut found = false;
+        for map in source_positions(r)? {
+            if let Some(p) = map.get(id) {
+                found = true;
                 all.extend(p.iter().cloned());
             }
+        }
+        if !found {
+            if log {
+                tracing::info!(
+                    uid = id,
+                    checkpoint = %r.location(),
+                    "the checkpoint has no positions of this source: it starts from the beginning"
+                );
+            }
+            return Ok(None);
         }
         Ok(Some(all))
     }

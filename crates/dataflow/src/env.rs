@@ -180,7 +180,12 @@ impl StreamEnv {
         config.validate()?;
         install_signal_handler();
         let start = Instant::now();
+        let claims = self.plan.borrow().state_ids()?;
         if config.supervises() {
+            // A restore that cannot work fails here, once, not in every restarted process.
+            if config.restore.is_some() {
+                check_restore(&config, &claims)?;
+            }
             let restarts = cluster::supervise(&config)?;
             return Ok(JobResult {
                 role: Role::Supervisor,
@@ -201,6 +206,10 @@ impl StreamEnv {
         let mut backoff = cluster::Backoff::new(&config.restart_strategy);
         let mut restarts = 0u64;
         let mut checkpoint_ids = 0u64;
+        let launch_base = match config.checkpoint_dir.as_deref() {
+            Some(dir) => cluster::newest_complete(&open_storage(dir)?)?,
+            None => 0,
+        };
         loop {
             let started = Instant::now();
             let mut runtime_opened = false;
@@ -235,7 +244,15 @@ impl StreamEnv {
             restarts += 1;
             tracing::warn!(%error, restart = restarts, ?delay, "restarting the job from its latest checkpoint");
             std::thread::sleep(delay);
-            config.restore = Some("latest".to_owned());
+            // A restart restores the job's own latest checkpoint once it has one; until then,
+            // what the first run restored (a savepoint, say), never an older checkpoint.
+            let dir = config
+                .checkpoint_dir
+                .as_deref()
+                .expect("retried only with checkpoints");
+            if cluster::newest_complete(&open_storage(dir)?)? > launch_base {
+                config.restore = Some("latest".to_owned());
+            }
         }
     }
 
@@ -260,8 +277,14 @@ impl StreamEnv {
             Arc::clone(&self.stop),
             Arc::clone(&self.progress),
         );
-        job.checkpoints =
-            CheckpointRuntime::open(&job.config, &job.metrics, runtime_opened, *checkpoint_ids)?;
+        let claims = plan.state_ids()?;
+        job.checkpoints = CheckpointRuntime::open(
+            &job.config,
+            &claims,
+            &job.metrics,
+            runtime_opened,
+            *checkpoint_ids,
+        )?;
         *runtime_opened = true;
         let shared = Arc::new(job);
         // However the run ends, a restart's checkpoint ids follow those this run began.
@@ -339,6 +362,23 @@ impl StreamEnv {
             totals,
             metrics: shared.metrics.snapshot(),
         })
+    }
+}
+
+fn open_storage(dir: &str) -> SpateResult<spate_checkpoint::CheckpointStorage> {
+    spate_checkpoint::CheckpointStorage::open(dir, spate_checkpoint::CheckpointConfig::default())
+}
+
+/// Checks, before any process starts, that what `config.restore` names can be restored into
+/// a job with these state ids.
+fn check_restore(config: &JobConfig, claims: &[String]) -> SpateResult<()> {
+    let Some(dir) = config.checkpoint_dir.as_deref() else {
+        return Ok(());
+    };
+    let storage = open_storage(dir)?;
+    match crate::coordinator::resolve_restore(&storage, config)? {
+        Some(r) => crate::coordinator::check_claims(&r, config, claims),
+        None => Ok(()),
     }
 }
 

@@ -155,6 +155,8 @@ pub struct BuildCtx<'s> {
     pub(crate) drivers: Vec<Box<dyn SourceDriver>>,
     pub(crate) probe: ProbeHandle<Epoch>,
     pub(crate) snapshots: SharedSnapshots,
+    /// The state id ([`Plan::state_ids`]) of the node being built.
+    pub(crate) uid: String,
 }
 
 impl<'s> BuildCtx<'s> {
@@ -188,18 +190,39 @@ impl<'s> BuildCtx<'s> {
         time::merge(self.scope, wms, name)
     }
 
-    /// Registers a stateful operator for checkpoints; `None` when the job does not checkpoint.
-    pub(crate) fn stateful(&mut self, name: &str) -> Option<SnapshotHandle> {
-        self.shared
-            .checkpoints
-            .as_ref()
-            .map(|_| SnapshotHandle::register(&self.snapshots, name))
+    /// The state id of the node being built: what its checkpointed state belongs to.
+    pub(crate) fn uid(&self) -> &str {
+        &self.uid
     }
 
-    /// The restored snapshots of operator `name`, one per old worker (none when not restoring).
-    pub(crate) fn restored_parts(&self, name: &str) -> Vec<bytes::Bytes> {
+    /// Registers the node being built as a stateful operator for checkpoints; `None` when the
+    /// job does not checkpoint.
+    pub(crate) fn stateful(&mut self) -> Option<SnapshotHandle> {
+        let id = self.uid.clone();
+        self.stateful_as(&id)
+    }
+
+    fn stateful_as(&mut self, id: &str) -> Option<SnapshotHandle> {
+        if self.shared.checkpoints.is_none() {
+            return None;
+        }
+        if self.snapshots.borrow().operators.iter().any(|o| o == id) {
+            self.shared.fail(SpateError::Internal(format!(
+                "two stateful operators registered the state id `{id}`"
+            )));
+        }
+        Some(SnapshotHandle::register(&self.snapshots, id))
+    }
+
+    /// The restored snapshots of the node being built, one per old worker (none when not
+    /// restoring, or when the checkpoint has no state of its uid: it then starts empty).
+    pub(crate) fn restored_parts(&self) -> Vec<bytes::Bytes> {
+        self.restored_parts_as(&self.uid)
+    }
+
+    fn restored_parts_as(&self, id: &str) -> Vec<bytes::Bytes> {
         match self.shared.checkpoints.as_ref() {
-            Some(rt) => match rt.restored_parts(name) {
+            Some(rt) => match rt.restored_parts(id, self.index() == 0) {
                 Ok(parts) => parts,
                 Err(e) => {
                     self.shared.fail(e);
@@ -221,12 +244,11 @@ impl<'s> BuildCtx<'s> {
         })
     }
 
-    /// The store for the keyed state of operator `name` on this worker, as the job's state
-    /// backend says; `checkpoints` when the operator takes part in checkpoints. A disk store
-    /// that cannot be made fails the job and falls back to memory.
+    /// The store for the keyed state of the node being built on this worker, as the job's
+    /// state backend says; `checkpoints` when the operator takes part in checkpoints. A disk
+    /// store that cannot be made fails the job and falls back to memory.
     pub(crate) fn keyed_states<K, S>(
         &self,
-        name: &str,
         checkpoints: bool,
         group: fn(&K, u32) -> spate_types::keygroup::KeyGroup,
     ) -> crate::backend::KeyedStates<K, S>
@@ -243,6 +265,7 @@ impl<'s> BuildCtx<'s> {
         else {
             return KeyedStates::Memory(Default::default());
         };
+        let name = self.uid();
         let opened = self.shared.state_dir(dir.as_deref()).and_then(|root| {
             let path = root
                 .join(format!("w{}", self.index()))
@@ -267,11 +290,11 @@ impl<'s> BuildCtx<'s> {
         }
     }
 
-    fn restore_source<T>(&self, name: &str, reader: &mut dyn SourceReader<T>) -> SpateResult<()> {
+    fn restore_source<T>(&self, reader: &mut dyn SourceReader<T>) -> SpateResult<()> {
         let Some(rt) = self.shared.checkpoints.as_ref() else {
             return Ok(());
         };
-        match rt.restored_positions(name)? {
+        match rt.restored_positions(&self.uid, self.index() == 0)? {
             Some(positions) => reader.restore(&positions),
             None => Ok(()),
         }
@@ -290,7 +313,7 @@ impl<'s> BuildCtx<'s> {
         };
         let reader = match source
             .create_reader(&ctx)
-            .and_then(|mut reader| self.restore_source(name, reader.as_mut()).map(|()| reader))
+            .and_then(|mut reader| self.restore_source(reader.as_mut()).map(|()| reader))
         {
             Ok(reader) => reader,
             Err(e) => {
@@ -309,7 +332,8 @@ impl<'s> BuildCtx<'s> {
             Some(sink) => {
                 let mut dl_input = InputHandleVec::<Epoch, (Timestamp, DeadLetter)>::new();
                 let dl_stream = dl_input.to_stream(self.scope);
-                self.add_sink(&format!("{name}.dead-letters"), dl_stream, &sink, true);
+                let id = format!("{}.dead-letters", self.uid);
+                self.add_sink_as(&format!("{name}.dead-letters"), &id, dl_stream, &sink, true);
                 Some(dl_input)
             }
             None => None,
@@ -320,6 +344,7 @@ impl<'s> BuildCtx<'s> {
             .counter(&format!("{name}.numRecordsOut"));
         self.drivers.push(Box::new(TypedDriver {
             name: name.to_owned(),
+            uid: self.uid.clone(),
             reader,
             input: Some(input),
             wm_input: Some(wm_input),
@@ -352,11 +377,24 @@ impl<'s> BuildCtx<'s> {
         sink: &Arc<dyn Sink<T>>,
         single: bool,
     ) {
+        let id = self.uid.clone();
+        self.add_sink_as(name, &id, stream, sink, single);
+    }
+
+    /// [`add_sink`](Self::add_sink) with the state id `id`.
+    fn add_sink_as<T: spate_types::Data>(
+        &mut self,
+        name: &str,
+        id: &str,
+        stream: TStream<'s, T>,
+        sink: &Arc<dyn Sink<T>>,
+        single: bool,
+    ) {
         let ctx = SinkContext {
             worker_index: self.index(),
             workers: self.peers(),
         };
-        let restored = self.restored_parts(name);
+        let restored = self.restored_parts_as(id);
         let writer = match sink.create_writer(&ctx).and_then(|mut w| {
             if !restored.is_empty() {
                 let states: Vec<Vec<u8>> = restored.iter().map(|b| b.to_vec()).collect();
@@ -375,7 +413,7 @@ impl<'s> BuildCtx<'s> {
             scratch: Vec::new(),
             shared: Arc::clone(&self.shared),
             records_in: self.shared.metrics.counter(&format!("{name}.numRecordsIn")),
-            cuts: Cuts::new(self.stateful(name)),
+            cuts: Cuts::new(self.stateful_as(id)),
             committed: 0,
         };
         let scope = self.scope;
@@ -550,6 +588,8 @@ pub(crate) trait SourceDriver {
 
 struct TypedDriver<T: spate_types::Data> {
     name: String,
+    /// The source's state id: its positions are checkpointed under it.
+    uid: String,
     reader: Box<dyn SourceReader<T>>,
     input: Option<InputHandleVec<Epoch, (Timestamp, T)>>,
     wm_input: Option<InputHandleVec<Epoch, WmMsg>>,
@@ -663,7 +703,7 @@ impl<T: spate_types::Data> SourceDriver for TypedDriver<T> {
     }
 
     fn positions(&self) -> Option<(String, Vec<spate_types::SplitPosition>)> {
-        self.reader.snapshot().map(|p| (self.name.clone(), p))
+        self.reader.snapshot().map(|p| (self.uid.clone(), p))
     }
 
     fn advance_to(&mut self, epoch: Epoch) {
@@ -712,7 +752,9 @@ pub(crate) fn run_worker(
             drivers: Vec::new(),
             probe: probe.clone(),
             snapshots: Rc::clone(&snapshots),
+            uid: String::new(),
         };
+        let uids = plan.state_ids().expect("execute checks the uids first");
         let mut streams: Vec<Option<ErasedStream>> = Vec::with_capacity(plan.nodes.len());
         for node in &plan.nodes {
             let inputs: Vec<&ErasedStream> = node
@@ -724,6 +766,7 @@ pub(crate) fn run_worker(
                         .expect("plan inputs are streams, never sinks")
                 })
                 .collect();
+            ctx.uid.clone_from(&uids[streams.len()]);
             let out = (node.builder)(&mut ctx, &inputs, &node.name);
             streams.push(out);
         }

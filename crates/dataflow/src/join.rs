@@ -422,6 +422,7 @@ fn rename_operator<T: Data>(stream: &DataStream<T>, op: &str) {
     let mut plan = stream.plan.borrow_mut();
     let operator = plan.nodes[stream.node].inputs[0];
     plan.nodes[operator].name = format!("{op}-{operator}");
+    plan.nodes[operator].op = op.to_owned();
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -139,9 +139,15 @@ impl<K: Data + Hash + Eq, T: Data> KeyedStream<K, T> {
 }
 
 impl<T: Data> DataStream<T> {
-    /// Renames a node whose name is still the generic default.
+    /// Renames the operator behind this stream from its generic default to `op-<id>`, and
+    /// makes `op` what it does (part of its derived uid).
     pub(crate) fn name_default(self, op: &str) -> Self {
-        let name = format!("{op}-{}", self.node);
-        self.name(&name)
+        {
+            let mut plan = self.plan.borrow_mut();
+            let o = crate::stream::operator_node(&plan, self.node);
+            plan.nodes[o].name = format!("{op}-{o}");
+            plan.nodes[o].op = op.to_owned();
+        }
+        self
     }
 }

@@ -11,11 +11,16 @@
 //! Python and SQL fronts, the optimizer) without running it.
 
 use std::any::Any;
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+
+use spate_types::keygroup::stable_hash;
+use spate_types::{SpateError, SpateResult};
 
 use timely::dataflow::{Scope, StreamVec};
 
 use crate::execute::BuildCtx;
+use crate::snapshot::sanitize;
 use crate::time::{Timestamp, WmMsg};
 
 /// The index of a node in its plan.
@@ -116,8 +121,13 @@ pub(crate) type Builder = Arc<
 /// One node of the job graph.
 #[derive(Clone)]
 pub struct Node {
-    /// The node's stable name, shown in logs and metrics.
+    /// The node's display name, shown in logs and metrics; never used to find state.
     pub name: String,
+    /// What the node does (`map`, `window`, `source`, `sink`, ...): part of its derived uid.
+    pub op: String,
+    /// The uid the user set (Flink's `uid`), which state belongs to; `None` derives one from
+    /// the graph's structure (see [`Plan::state_ids`]).
+    pub uid: Option<String>,
     /// Source, operator or sink.
     pub kind: NodeKind,
     /// The nodes whose output this node reads, in input order.
@@ -137,6 +147,8 @@ impl std::fmt::Debug for Node {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Node")
             .field("name", &self.name)
+            .field("op", &self.op)
+            .field("uid", &self.uid)
             .field("kind", &self.kind)
             .field("inputs", &self.inputs)
             .field("edge", &self.edge)
@@ -161,17 +173,75 @@ impl Plan {
 
     /// A one-line-per-node description of the graph, for logs and `--explain`.
     pub fn describe(&self) -> String {
+        let ids = self.derived_ids();
         let mut out = String::new();
         for (id, node) in self.nodes.iter().enumerate() {
             let inputs: Vec<String> = node.inputs.iter().map(|i| format!("#{i}")).collect();
             out.push_str(&format!(
-                "#{id} {:?} {} <- [{}] ({})\n",
+                "#{id} {:?} {} <- [{}] ({}) uid={}\n",
                 node.kind,
                 node.name,
                 inputs.join(", "),
-                node.edge
+                node.edge,
+                node.uid.as_deref().unwrap_or(&ids[id])
             ));
         }
         out
+    }
+
+    /// The id that each node's state belongs to, by node: the uid the user set, or one derived
+    /// from the graph's structure, never from a display name (Flink's `uid` and its
+    /// `StreamGraphHasher`). An error when two nodes have the same id.
+    ///
+    /// A derived id hashes what the node does (`op`), how it reads its inputs (`edge`), its
+    /// inputs' ids and how many nodes before it had the same three: so renaming any operator
+    /// keeps every id, and adding a branch elsewhere keeps this one, while inserting an
+    /// operator upstream changes it (as in Flink: set a uid on operators whose state must
+    /// survive such edits).
+    pub fn state_ids(&self) -> SpateResult<Vec<String>> {
+        let derived = self.derived_ids();
+        let ids: Vec<String> = self
+            .nodes
+            .iter()
+            .zip(derived)
+            .map(|(n, d)| n.uid.clone().unwrap_or(d))
+            .collect();
+        // Ids name folders in checkpoint storage, so two ids that differ only in characters
+        // storage does not keep would share one.
+        let mut seen: HashMap<String, usize> = HashMap::new();
+        for (i, id) in ids.iter().enumerate() {
+            if id.is_empty() {
+                return Err(SpateError::Config(format!(
+                    "operator {} has an empty uid",
+                    self.nodes[i].name
+                )));
+            }
+            if let Some(&j) = seen.get(&sanitize(id)) {
+                return Err(SpateError::Config(format!(
+                    "operators {} and {} have the same uid `{id}`: uids must be unique in a job",
+                    self.nodes[j].name, self.nodes[i].name
+                )));
+            }
+            seen.insert(sanitize(id), i);
+        }
+        Ok(ids)
+    }
+
+    fn derived_ids(&self) -> Vec<String> {
+        let mut ids: Vec<String> = Vec::with_capacity(self.nodes.len());
+        let mut occurrences: HashMap<u64, u32> = HashMap::new();
+        for node in &self.nodes {
+            let inputs: Vec<&str> = node
+                .inputs
+                .iter()
+                .map(|&i| self.nodes[i].uid.as_deref().unwrap_or(&ids[i]))
+                .collect();
+            let shape = stable_hash(&(node.op.as_str(), node.edge, &inputs));
+            let n = occurrences.entry(shape).or_insert(0);
+            let id = format!("{:016x}", stable_hash(&(shape, *n)));
+            *n += 1;
+            ids.push(id);
+        }
+        ids
     }
 }

@@ -514,10 +514,10 @@ where
     let pact = Exchange::new(move |x: &(Timestamp, I)| key_route(&route(&x.1), maxp, peers));
     let wm = ctx.exchange_wm(input.wm, name);
     let scope = ctx.scope;
-    let snap = ctx.stateful(name);
-    let restored = ctx.restored_parts(name);
+    let snap = ctx.stateful();
+    let restored = ctx.restored_parts();
     let read_file = ctx.restored_file_reader();
-    let states = ctx.keyed_states::<K, F::State>(name, snap.is_some(), group);
+    let states = ctx.keyed_states::<K, F::State>(snap.is_some(), group);
     let me = ctx.index() as u64;
     let env = OperatorEnv {
         shared: Arc::clone(ctx.shared()),

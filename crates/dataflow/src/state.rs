@@ -1262,7 +1262,7 @@ impl<T: Data> DataStream<T> {
             "forward",
             move |ctx, input, name| {
                 let mut f = f.clone();
-                let restored = ctx.restored_parts(name);
+                let restored = ctx.restored_parts();
                 let shared = std::sync::Arc::clone(ctx.shared());
                 if !restored.is_empty() {
                     match even_share(&restored, ctx.index(), ctx.peers(), name) {
@@ -1270,7 +1270,7 @@ impl<T: Data> DataStream<T> {
                         Err(e) => shared.fail(e),
                     }
                 }
-                let mut cuts = Cuts::new(ctx.stateful(name));
+                let mut cuts = Cuts::new(ctx.stateful());
                 let operator = name.to_owned();
                 let data = input
                     .data

@@ -51,12 +51,40 @@ pub(crate) fn add_node(
     let name = format!("{op}-{}", plan.nodes.len());
     plan.add(Node {
         name,
+        op: op_kind(op),
+        uid: None,
         kind,
         inputs,
         edge,
         builder,
         source_strategy: None,
     })
+}
+
+/// What an operator does, for its derived uid: `source:jsonl:/a/b.jsonl` → `source:jsonl`,
+/// `source:collection[100]` → `source:collection`, so that a source's path or size and a
+/// sink's target are not part of its identity.
+fn op_kind(op: &str) -> String {
+    match op.split_once(':') {
+        Some((role, rest)) => {
+            let end = rest
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-'))
+                .unwrap_or(rest.len());
+            format!("{role}:{}", &rest[..end])
+        }
+        None => op.to_owned(),
+    }
+}
+
+/// The node that holds an operator's state and name: for the main output of a process
+/// function or window (a node that splits the tagged output), the operator before it.
+pub(crate) fn operator_node(plan: &Plan, node: NodeId) -> NodeId {
+    let n = &plan.nodes[node];
+    if n.edge == "main" {
+        n.inputs[0]
+    } else {
+        node
+    }
 }
 
 impl<T: Data> DataStream<T> {
@@ -95,15 +123,38 @@ impl<T: Data> DataStream<T> {
 
     /// Names the operator that produces this stream; the name shows in logs and metrics.
     ///
-    /// Names should be unique within a job: metrics are keyed by them.
+    /// Names should be unique within a job: metrics are keyed by them. A name is for display
+    /// only: state belongs to the operator's [`uid`](Self::uid).
     pub fn name(self, name: &str) -> Self {
-        self.plan.borrow_mut().nodes[self.node].name = name.to_owned();
+        {
+            let mut plan = self.plan.borrow_mut();
+            let op = operator_node(&plan, self.node);
+            plan.nodes[op].name = name.to_owned();
+            if op != self.node {
+                plan.nodes[self.node].name = format!("{name}.main");
+            }
+        }
+        self
+    }
+
+    /// Sets the uid of the operator that produces this stream (Flink's `uid`): the id its
+    /// state belongs to in checkpoints and savepoints. Without one, the id is derived from the
+    /// job graph's structure, which an operator inserted upstream changes; with one, the
+    /// operator keeps its state through any edit of the job that keeps the uid. Uids must be
+    /// unique within a job (`execute` fails otherwise).
+    pub fn uid(self, uid: &str) -> Self {
+        {
+            let mut plan = self.plan.borrow_mut();
+            let op = operator_node(&plan, self.node);
+            plan.nodes[op].uid = Some(uid.to_owned());
+        }
         self
     }
 
     /// The name of the operator that produces this stream.
     pub fn operator_name(&self) -> String {
-        self.plan.borrow().nodes[self.node].name.clone()
+        let plan = self.plan.borrow();
+        plan.nodes[operator_node(&plan, self.node)].name.clone()
     }
 
     /// Adds a forward (worker-local) operator that turns each input batch into an output
@@ -325,9 +376,17 @@ pub struct SinkNode {
 }
 
 impl SinkNode {
-    /// Names the sink; the name shows in logs and metrics.
+    /// Names the sink; the name shows in logs and metrics (display only, see
+    /// [`uid`](Self::uid)).
     pub fn name(self, name: &str) -> Self {
         self.plan.borrow_mut().nodes[self.node].name = name.to_owned();
+        self
+    }
+
+    /// Sets the sink's uid, which its state (files pending commit) belongs to (Flink's
+    /// `uid`; see [`DataStream::uid`]).
+    pub fn uid(self, uid: &str) -> Self {
+        self.plan.borrow_mut().nodes[self.node].uid = Some(uid.to_owned());
         self
     }
 }

@@ -68,3 +68,45 @@ fn a_job_stopped_with_a_savepoint_resumes_on_other_workers_exactly() {
         .arg(&out));
     assert_eq!(rows_of_dir(&out), expected, "nothing lost, nothing twice");
 }
+
+#[test]
+fn a_restore_from_a_location_that_does_not_exist_fails_at_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let input = tmp.path().join("in.jsonl");
+    ok(spate()
+        .args(["nexmark", "gen", "--events", "1000", "--out"])
+        .arg(&input));
+    let missing = tmp.path().join("no-such-dir");
+    let started = std::time::Instant::now();
+    let out = spate()
+        .args([
+            "nexmark",
+            "run",
+            "--query",
+            "q11",
+            "--no-progress",
+            "--input",
+        ])
+        .arg(&input)
+        .arg("--restore")
+        .arg(&missing)
+        .arg("--checkpoint-dir")
+        .arg(tmp.path().join("ckpt"))
+        .arg("--output")
+        .arg(tmp.path().join("out.jsonl"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "a failed restore exits non-zero");
+    let errors: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("no-such-dir"))
+        .collect();
+    assert_eq!(errors.len(), 1, "one line names the location: {stderr}");
+    assert!(!stderr.contains("restarting"), "never retried: {stderr}");
+    assert!(
+        !tmp.path().join("out.jsonl").exists(),
+        "nothing ran from empty state"
+    );
+    assert!(started.elapsed() < Duration::from_secs(20));
+}
