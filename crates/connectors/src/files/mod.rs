@@ -16,6 +16,7 @@ pub mod csv;
 mod discover;
 mod encode;
 pub mod file_sink;
+pub mod json;
 pub mod jsonl;
 mod part;
 pub mod single_file_sink;
