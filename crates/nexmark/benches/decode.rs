@@ -14,15 +14,18 @@
 //! Candidates: `serde_json` as the JSON-lines source decoded until now (`from_utf8`, then
 //! `from_str`), `serde_json::from_slice`, `sonic-rs` and `simd-json` (which parses in place,
 //! so each line is copied into a scratch buffer first), and the decoder that the JSON-lines
-//! source now uses for every serde type (`spate_connectors::files::decode_json_line`).
+//! source now uses for every serde type (`spate_connectors::files::decode_json_line`);
+//! beside them the schema path (`RowDecoder`, rows of a declared schema with the same fields).
 
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use serde::de::{DeserializeOwned, Visitor};
 use serde::{Deserialize, Deserializer};
+use spate_connectors::files::json::RowDecoder;
 use spate_nexmark::generator::{GeneratorConfig, NexmarkGenerator};
 use spate_nexmark::json::{parse_event_prefix, parse_timestamp, write_event, Projection};
+use spate_types::{DataType, Field, Schema};
 
 /// Events per iteration.
 const EVENTS: usize = 50 * 1024;
@@ -187,6 +190,80 @@ fn bench_target<T: DeserializeOwned>(c: &mut Criterion, name: &str, lines: &[&[u
     group.finish();
 }
 
+/// The schema path: rows of a declared schema.
+fn bench_rows(c: &mut Criterion, name: &str, lines: &[&[u8]], schema: &Schema) {
+    let mut group = c.benchmark_group(name);
+    group.throughput(Throughput::Elements(lines.len() as u64));
+    let decoder = RowDecoder::new(schema);
+    group.bench_function("schema_rows", |b| {
+        b.iter(|| {
+            for line in lines {
+                black_box(decoder.decode(line).expect("decodes"));
+            }
+        })
+    });
+    group.finish();
+}
+
+/// The Nexmark JSON form as a declared schema.
+fn full_schema() -> Schema {
+    use DataType::{Int64, Row, String, Timestamp};
+    let f = Field::new;
+    Schema::new(vec![
+        Field::not_null("event_type", Int64),
+        f(
+            "person",
+            Row(Schema::new(vec![
+                f("id", Int64),
+                f("name", String),
+                f("emailAddress", String),
+                f("creditCard", String),
+                f("city", String),
+                f("state", String),
+                f("dateTime", Timestamp),
+                f("extra", String),
+            ])),
+        ),
+        f(
+            "auction",
+            Row(Schema::new(vec![
+                f("id", Int64),
+                f("itemName", String),
+                f("description", String),
+                f("initialBid", Int64),
+                f("reserve", Int64),
+                f("dateTime", Timestamp),
+                f("expires", Timestamp),
+                f("seller", Int64),
+                f("category", Int64),
+                f("extra", String),
+            ])),
+        ),
+        f(
+            "bid",
+            Row(Schema::new(vec![
+                f("auction", Int64),
+                f("bidder", Int64),
+                f("price", Int64),
+                f("channel", String),
+                f("url", String),
+                f("dateTime", Timestamp),
+                f("extra", String),
+            ])),
+        ),
+    ])
+}
+
+fn bid_schema() -> Schema {
+    Schema::new(vec![Field::new(
+        "bid",
+        DataType::Row(Schema::new(vec![
+            Field::not_null("auction", DataType::Int64),
+            Field::not_null("price", DataType::Int64),
+        ])),
+    )])
+}
+
 fn bench_hand(c: &mut Criterion, name: &str, whole: &[u8], projection: Projection) {
     let mut group = c.benchmark_group(name);
     group.throughput(Throughput::Elements(EVENTS as u64));
@@ -212,8 +289,10 @@ fn decode(c: &mut Criterion) {
         .collect();
     assert_eq!(lines.len(), EVENTS);
     bench_target::<JsonEvent>(c, "full", &lines);
+    bench_rows(c, "full", &lines, &full_schema());
     bench_hand(c, "full", &text, Projection::ALL);
     bench_target::<BidOnly>(c, "bid_projection", &lines);
+    bench_rows(c, "bid_projection", &lines, &bid_schema());
     bench_hand(c, "bid_projection", &text, Projection::NONE);
 }
 
