@@ -156,10 +156,13 @@ fn general<T: DeserializeOwned>(line: &[u8]) -> T {
     spate_connectors::files::decode_json_line(line).expect("decodes")
 }
 
+/// A candidate decoder of one line.
+type Decode<T> = fn(&[u8]) -> T;
+
 fn bench_target<T: DeserializeOwned>(c: &mut Criterion, name: &str, lines: &[&[u8]]) {
     let mut group = c.benchmark_group(name);
     group.throughput(Throughput::Elements(lines.len() as u64));
-    let candidates: [(&str, fn(&[u8]) -> T); 4] = [
+    let candidates: [(&str, Decode<T>); 4] = [
         ("serde_json_str", serde_json_str::<T>),
         ("serde_json_slice", serde_json_slice::<T>),
         ("sonic_rs", sonic::<T>),

@@ -31,6 +31,14 @@
 //! count from the end of its previous split of the same file, so each reader counts each file at
 //! most once.
 //!
+//! # Decoding
+//!
+//! [`JsonLinesSource::new`] decodes each line into any serde type and
+//! [`JsonLinesSource::with_schema`] into a [`Row`] of a declared schema, both with the general
+//! decoders of [`super::json`] (SIMD parsing, fields in any order, unknown fields skipped
+//! without being built); [`JsonLinesSource::with_decoder`] takes any other, and
+//! [`JsonLinesSource::prefix_decoder`] adds a fast path for one exact layout (Nexmark's).
+//!
 //! # Lines that are skipped or rejected
 //!
 //! A trailing `\r` is stripped (CRLF files). An empty or whitespace-only line is skipped
