@@ -39,7 +39,7 @@ use spate_connectors::{
     SocketTextSource, StdinSource, StdoutSink,
 };
 use spate_dataflow::{DataStream, SinkNode, StreamEnv};
-use spate_types::{Data, Value};
+use spate_types::{Data, Row, Schema, Value};
 
 /// Everything a job author needs, in one import.
 pub mod prelude {
@@ -65,7 +65,10 @@ pub mod prelude {
         ProcessContext, SinkNode, StreamEnv, TimeDomain, Timestamp, WatermarkGenerator,
         WatermarkStrategy, MAX_WATERMARK, NO_TIMESTAMP,
     };
-    pub use spate_types::{BadRecordPolicy, Data, DeadLetter, SpateError, SpateResult, Value};
+    pub use spate_types::{
+        BadRecordPolicy, Data, DataType, DeadLetter, Field, Row, Schema, SpateError, SpateResult,
+        Value,
+    };
 }
 
 /// Source shortcuts on [`StreamEnv`].
@@ -77,6 +80,9 @@ pub trait EnvExt {
     fn read_jsonl<T: Data + DeserializeOwned>(&self, path: impl Into<PathBuf>) -> DataStream<T>;
     /// Dynamic records from a JSON-lines file or directory.
     fn read_json_values(&self, path: impl Into<PathBuf>) -> DataStream<Value>;
+    /// Rows of a declared schema from a JSON-lines file or directory: the declared fields
+    /// only, in any order, unknown fields skipped (bad lines fail the job).
+    fn read_jsonl_rows(&self, path: impl Into<PathBuf>, schema: &Schema) -> DataStream<Row>;
     /// Records of type `T` from a CSV file or directory with a header row.
     fn read_csv<T: Data + DeserializeOwned>(&self, path: impl Into<PathBuf>) -> DataStream<T>;
     /// The lines of a text file or directory (split and read in parallel; empty lines skipped).
@@ -96,6 +102,9 @@ impl EnvExt for StreamEnv {
     }
     fn read_json_values(&self, path: impl Into<PathBuf>) -> DataStream<Value> {
         self.from_source(JsonLinesSource::<Value>::new(path))
+    }
+    fn read_jsonl_rows(&self, path: impl Into<PathBuf>, schema: &Schema) -> DataStream<Row> {
+        self.from_source(JsonLinesSource::with_schema(path, schema))
     }
     fn read_csv<T: Data + DeserializeOwned>(&self, path: impl Into<PathBuf>) -> DataStream<T> {
         self.from_source(CsvSource::<T>::new(path))

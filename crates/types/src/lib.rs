@@ -5,6 +5,8 @@
 //!
 //! * [`Data`]: the bound on every record type that flows through a job, typed or dynamic
 //!   ([`Value`] is the dynamic record: JSON-like, and exchangeable across processes).
+//! * [`row`]: declared schemas ([`Schema`], [`Field`], [`DataType`]) and the positional
+//!   [`Row`] of values they describe, the record of the SQL and Python fronts.
 //! * [`keygroup`]: how keys map to key groups and key groups to workers. State is
 //!   partitioned by key group, so a restore onto another worker count moves whole groups.
 //! * [`source`] and [`sink`]: the connector traits. Connectors implement them without
@@ -16,6 +18,7 @@
 pub mod bad_record;
 pub mod error;
 pub mod keygroup;
+pub mod row;
 pub mod sink;
 pub mod source;
 pub mod value;
@@ -23,6 +26,7 @@ pub mod value;
 pub use bad_record::{BadRecordPolicy, DeadLetter};
 pub use error::{ErrorDomain, SpateError, SpateResult};
 pub use keygroup::{KeyGroup, KeyGroupRange, DEFAULT_MAX_PARALLELISM};
+pub use row::{DataType, Field, Row, Schema};
 pub use sink::{Sink, SinkContext, SinkWriter};
 pub use source::{
     Source, SourceContext, SourceOutput, SourceReader, SourceStatus, SplitMark, SplitPosition,

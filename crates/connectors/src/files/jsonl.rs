@@ -31,6 +31,14 @@
 //! count from the end of its previous split of the same file, so each reader counts each file at
 //! most once.
 //!
+//! # Decoding
+//!
+//! [`JsonLinesSource::new`] decodes each line into any serde type and
+//! [`JsonLinesSource::with_schema`] into a [`Row`] of a declared schema, both with the general
+//! decoders of [`super::json`] (SIMD parsing, fields in any order, unknown fields skipped
+//! without being built); [`JsonLinesSource::with_decoder`] takes any other, and
+//! [`JsonLinesSource::prefix_decoder`] adds a fast path for one exact layout (Nexmark's).
+//!
 //! # Lines that are skipped or rejected
 //!
 //! A trailing `\r` is stripped (CRLF files). An empty or whitespace-only line is skipped
@@ -67,11 +75,12 @@ use std::sync::Arc;
 use memmap2::{Mmap, MmapOptions};
 use serde::de::DeserializeOwned;
 use spate_types::{
-    BadRecordPolicy, Source, SourceContext, SourceOutput, SourceReader, SourceStatus, SpateError,
-    SpateResult, SplitPosition,
+    BadRecordPolicy, Row, Schema, Source, SourceContext, SourceOutput, SourceReader, SourceStatus,
+    SpateError, SpateResult, SplitPosition,
 };
 
 use super::discover::{io_error, list_input_files, InputFile};
+use super::json::RowDecoder;
 use crate::bad::{handle_bad_record, is_blank, strip_cr};
 
 /// The default size of a split: 64 MiB, like Flink's and Hadoop's default block size.
@@ -109,22 +118,12 @@ pub type LineDecoder<T> = Arc<dyn Fn(&[u8]) -> Result<T, String> + Send + Sync>;
 /// to leave the line to the line decoder. See [`JsonLinesSource::prefix_decoder`].
 pub type PrefixDecoder<T> = Arc<dyn Fn(&[u8]) -> Option<(T, usize)> + Send + Sync>;
 
-/// Decodes one line as JSON into `T` with `serde_json`: the decoder of [`JsonLinesSource::new`].
+/// Decodes one line as JSON into any serde type `T`: the decoder of [`JsonLinesSource::new`].
 ///
-/// The reason of an error is one line, such as `invalid UTF-8: ...` or
-/// `missing field `price` at column 23`.
+/// See the [`json` module](super::json) for how, and for what it accepts. The reason of an
+/// error is one line, such as `invalid UTF-8: ...` or `missing field `price` at column 23`.
 pub fn decode_json_line<T: DeserializeOwned>(line: &[u8]) -> Result<T, String> {
-    let text = std::str::from_utf8(line).map_err(|e| format!("invalid UTF-8: {e}"))?;
-    serde_json::from_str(text).map_err(|e| json_reason(&e))
-}
-
-/// A `serde_json` error without its "at line 1" (the line is always 1 within one line).
-fn json_reason(err: &serde_json::Error) -> String {
-    let msg = err.to_string();
-    match msg.rfind(" at line ") {
-        Some(at) if err.line() > 0 => format!("{} at column {}", &msg[..at], err.column()),
-        _ => msg,
-    }
+    super::json::decode(line)
 }
 
 /// A source that reads JSON lines from a file or from all visible files of a directory.
@@ -152,9 +151,31 @@ pub struct JsonLinesSource<T> {
 }
 
 impl<T: DeserializeOwned + Send + 'static> JsonLinesSource<T> {
-    /// Reads `path` (a file or a directory), decoding each line with `serde_json` into `T`.
+    /// Reads `path` (a file or a directory), decoding each line as JSON into `T` with
+    /// [`decode_json_line`]: fields in any order, unknown fields skipped without being built.
     pub fn new(path: impl Into<PathBuf>) -> Self {
         Self::with_decoder(path, Arc::new(decode_json_line::<T>))
+    }
+}
+
+impl JsonLinesSource<Row> {
+    /// Reads `path` (a file or a directory), decoding each line into a [`Row`] of `schema`:
+    /// its declared fields only, in any order, with unknown fields skipped (see
+    /// [`RowDecoder`]). A line that does not fit the schema is a bad record.
+    ///
+    /// ```no_run
+    /// # use spate_connectors::files::JsonLinesSource;
+    /// # use spate_types::{DataType, Field, Schema};
+    /// let schema = Schema::new(vec![
+    ///     Field::not_null("auction", DataType::Int64),
+    ///     Field::not_null("price", DataType::Int64),
+    ///     Field::new("dateTime", DataType::Timestamp),
+    /// ]);
+    /// let bids = JsonLinesSource::with_schema("/data/bids", &schema);
+    /// ```
+    pub fn with_schema(path: impl Into<PathBuf>, schema: &Schema) -> Self {
+        let decoder = RowDecoder::new(schema);
+        Self::with_decoder(path, Arc::new(move |line: &[u8]| decoder.decode(line)))
     }
 }
 

@@ -1,7 +1,8 @@
 //! File connectors: the JSON-lines and CSV sources, and the file sinks.
 //!
 //! * [`JsonLinesSource`]: JSON lines from a file or directory, read in parallel byte-range
-//!   splits at memory speed, with a pluggable line decoder.
+//!   splits at memory speed, with a pluggable line decoder; by default any serde type, or
+//!   [`Row`](spate_types::Row)s of a declared schema ([`json`]: the general decoders).
 //! * [`CsvSource`]: CSV rows from a file or directory, one split per file.
 //! * [`FileSink`]: rolling part files in a directory (JSON lines, CSV or custom lines), after
 //!   Flink's `FileSink`.
@@ -16,6 +17,7 @@ pub mod csv;
 mod discover;
 mod encode;
 pub mod file_sink;
+pub mod json;
 pub mod jsonl;
 mod part;
 pub mod single_file_sink;

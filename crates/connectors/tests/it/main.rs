@@ -3,6 +3,7 @@
 mod csv;
 mod file_sink;
 mod generators;
+mod json_decode;
 mod jsonl;
 mod restore;
 mod single_file;

@@ -1,0 +1,794 @@
+//! General JSON decoding of one line: into any serde type, or into a [`Row`] of a declared
+//! [`Schema`].
+//!
+//! Both paths read JSON objects with fields in any order and any whitespace, decode escapes
+//! (`\uXXXX` surrogate pairs too), and skip fields they do not take without building them
+//! (they are still checked to be valid JSON): a type or schema with fewer fields than the
+//! data is a projection.
+//!
+//! # How
+//!
+//! Lines are parsed by `sonic-rs`, a SIMD JSON parser behind serde's traits (see
+//! BENCHMARKS.md, "General JSON decoding": on Nexmark lines it measured 1.0–1.95× (typically
+//! 1.2–1.5×) as fast as `serde_json`, and mostly ahead of `simd-json`, which must copy each
+//! line to parse it in place).
+//! Its SIMD paths are chosen at compile time; this workspace builds for the x86-64 baseline,
+//! where it uses its portable code and SSE2.
+//! A line it rejects is decoded again by `serde_json` ([`decode_reference`]), which then gives
+//! the reason of the rejection (with its column), or the record. So the two libraries can only
+//! differ on lines that `sonic-rs` accepts; on those the tests check that they agree, except
+//! for one, where `sonic-rs` is the one that is right:
+//!
+//! * floats are correctly rounded; `serde_json`'s default parser is off by one unit in the
+//!   last place on rare inputs (such as `2.2250738585072011e-308`)
+//!
+//! and two cases where `sonic-rs` is not used, found in one pass over the line: a line that
+//! may nest deeper than 128 levels (more than 128 `[` and `{`: `sonic-rs` skips unknown
+//! values recursively, without a limit, so a deep enough line would overflow the stack;
+//! `serde_json` skips them without recursion and refuses to build a value deeper than 128
+//! levels), and a line that may hold a negative zero (`-0`, `-0.0`: `sonic-rs` drops its
+//! sign).
+//!
+//! Both reject invalid UTF-8 anywhere in the line (also in skipped fields), control
+//! characters in strings, invalid escapes, trailing characters after the value, trailing
+//! commas, `NaN` and numbers out of a float's range; both accept lone surrogates (`\ud800`)
+//! in skipped strings and reject them in strings they decode. A key given twice is the
+//! type's business: serde's derived structs reject it (`duplicate field`), maps and
+//! [`Value`] keep the last one, and so does the schema path.
+//!
+//! # The schema path
+//!
+//! [`RowDecoder`] decodes a line into a [`Row`] of a [`Schema`]: the line must be an object;
+//! each declared field is taken from the key of its name (compared exactly, after unescaping),
+//! checked against its type and converted to the type's [`Value`] (see [`spate_types::row`]);
+//! undeclared keys are skipped. A field that is missing or `null` is [`Value::Null`] when it
+//! is nullable (Flink's JSON format reads a missing field as `null` too) and a bad record when
+//! it is not. There is no silent conversion: a string is not a number, a float is not an
+//! integer (an integer is a float, though), and a timestamp is a
+//! `YYYY-MM-DD HH:MM:SS[.fff]` string or integer epoch milliseconds.
+
+use std::fmt;
+use std::sync::Arc;
+
+use serde::de::{self, DeserializeOwned, DeserializeSeed, IgnoredAny, MapAccess, Visitor};
+use spate_types::{DataType, Row, Schema, Value};
+
+/// Decodes `line` into `T`: `sonic-rs` first, `serde_json` for a line it rejects or should
+/// not see ([`for_reference`]).
+pub(crate) fn decode<T: DeserializeOwned>(line: &[u8]) -> Result<T, String> {
+    if for_reference(line) {
+        return decode_reference(line);
+    }
+    match sonic_rs::from_slice(line) {
+        Ok(record) => Ok(record),
+        Err(_) => decode_reference(line),
+    }
+}
+
+/// The most `[` and `{` a line may have for `sonic-rs`: `serde_json`'s limit on the nesting
+/// of values it builds (`sonic-rs` has none when it skips a value). Optimized, `sonic-rs`
+/// needs less than 64 KiB of stack for that; unoptimized (debug builds, tests) its frames are
+/// about a hundred times larger, so deeper lines go to `serde_json` there.
+const MAX_DEPTH: usize = if cfg!(debug_assertions) { 8 } else { 128 };
+
+/// Whether `line` must go to `serde_json` directly, in one pass over its bytes:
+///
+/// * it has more than [`MAX_DEPTH`] `[` and `{` (in strings too), so it may nest deeper than
+///   that (128 levels): `sonic-rs` skips unknown values recursively without a limit, so a deep enough line
+///   would overflow the stack; `serde_json` skips them without recursion (and refuses to
+///   build values deeper than that);
+/// * it may hold a negative zero (`-0`, `-0.0`, `-0e1`), whose sign `sonic-rs` drops.
+#[inline]
+fn for_reference(line: &[u8]) -> bool {
+    // `[` is 0x5b and `{` is 0x7b: one compare finds both. Counting in bytes over chunks of
+    // at most 255 lets the loop run 16 bytes at a time.
+    let openings: usize = line
+        .chunks(255)
+        .map(|chunk| {
+            let n = chunk
+                .iter()
+                .fold(0u8, |n, &b| n.wrapping_add(u8::from(b | 0x20 == b'{')));
+            usize::from(n)
+        })
+        .sum();
+    openings > MAX_DEPTH || memchr::memchr_iter(b'-', line).any(|at| negative_zero(&line[at + 1..]))
+}
+
+/// Whether the bytes after a `-` start a zero: `0`, then optionally `.` and zeros, not
+/// followed by another digit (`-0.5` is no zero, and `-01` or `-0` in a string such as a
+/// date are no JSON numbers, so the parser sees them as strings or rejects them).
+#[inline]
+fn negative_zero(after: &[u8]) -> bool {
+    let Some((b'0', rest)) = after.split_first() else {
+        return false;
+    };
+    let rest = match rest.split_first() {
+        Some((b'.', fraction)) => {
+            let zeros = fraction.iter().take_while(|&&b| b == b'0').count();
+            &fraction[zeros..]
+        }
+        _ => rest,
+    };
+    !matches!(rest.first(), Some(b'0'..=b'9'))
+}
+
+/// Decodes `line` into `T` with `serde_json` alone: the reference that
+/// [`decode_json_line`](super::decode_json_line) falls back to, and what it decoded with
+/// before `sonic-rs`.
+pub fn decode_reference<T: DeserializeOwned>(line: &[u8]) -> Result<T, String> {
+    let text = std::str::from_utf8(line).map_err(|e| format!("invalid UTF-8: {e}"))?;
+    serde_json::from_str(text).map_err(|e| json_reason(&e))
+}
+
+/// A `serde_json` error without its "at line 1" (the line is always 1 within one line).
+fn json_reason(err: &serde_json::Error) -> String {
+    let msg = err.to_string();
+    match msg.rfind(" at line ") {
+        Some(at) if err.line() > 0 => format!("{} at column {}", &msg[..at], err.column()),
+        _ => msg,
+    }
+}
+
+/// Decodes JSON lines into [`Row`]s of a [`Schema`] (see the [module docs](self)).
+///
+/// Cheap to clone: the schema, prepared once, is shared.
+///
+/// ```
+/// # use spate_connectors::files::json::RowDecoder;
+/// # use spate_types::{DataType, Field, Row, Schema, Value};
+/// let schema = Schema::new(vec![
+///     Field::not_null("auction", DataType::Int64),
+///     Field::new("dateTime", DataType::Timestamp),
+/// ]);
+/// let decoder = RowDecoder::new(&schema);
+/// let row = decoder
+///     .decode(br#"{"price":7, "dateTime":"1970-01-01 00:00:01.500", "auction":3}"#)
+///     .unwrap();
+/// assert_eq!(row, Row(vec![Value::Int(3), Value::Int(1500)]));
+/// assert_eq!(
+///     decoder.decode(br#"{"price":7}"#).unwrap_err(),
+///     "missing field `auction` at column 11"
+/// );
+/// ```
+#[derive(Clone)]
+pub struct RowDecoder {
+    root: Arc<Prepared>,
+}
+
+/// A schema prepared for decoding: each field with its dotted path for error messages.
+struct Prepared {
+    fields: Vec<PreparedField>,
+}
+
+struct PreparedField {
+    name: Box<str>,
+    /// `parent.child` for a field of a nested row.
+    path: Box<str>,
+    kind: Kind,
+    nullable: bool,
+}
+
+enum Kind {
+    Bool,
+    Int64,
+    Float64,
+    String,
+    Timestamp,
+    Row(Prepared),
+}
+
+impl Prepared {
+    fn new(schema: &Schema, prefix: &str) -> Prepared {
+        let fields = schema
+            .fields()
+            .iter()
+            .map(|f| {
+                let path = format!("{prefix}{}", f.name);
+                let kind = match &f.data_type {
+                    DataType::Bool => Kind::Bool,
+                    DataType::Int64 => Kind::Int64,
+                    DataType::Float64 => Kind::Float64,
+                    DataType::String => Kind::String,
+                    DataType::Timestamp => Kind::Timestamp,
+                    DataType::Row(nested) => Kind::Row(Prepared::new(nested, &format!("{path}."))),
+                };
+                PreparedField {
+                    name: f.name.as_str().into(),
+                    path: path.into(),
+                    kind,
+                    nullable: f.nullable,
+                }
+            })
+            .collect();
+        Prepared { fields }
+    }
+
+    #[inline]
+    fn index_of(&self, key: &str) -> Option<usize> {
+        self.fields.iter().position(|f| *f.name == *key)
+    }
+}
+
+impl RowDecoder {
+    /// A decoder of rows of `schema`.
+    pub fn new(schema: &Schema) -> Self {
+        RowDecoder {
+            root: Arc::new(Prepared::new(schema, "")),
+        }
+    }
+
+    /// Decodes one line (without its line end) into a row, or says in one line why not.
+    pub fn decode(&self, line: &[u8]) -> Result<Row, String> {
+        // SIMD where the CPU has it; the standard library says where a line is not UTF-8.
+        let text = match simdutf8::basic::from_utf8(line) {
+            Ok(text) => text,
+            Err(_) => {
+                let err = std::str::from_utf8(line).expect_err("simdutf8 found invalid UTF-8");
+                return Err(format!("invalid UTF-8: {err}"));
+            }
+        };
+        if for_reference(line) {
+            return self.decode_reference(text);
+        }
+        let mut de = sonic_rs::Deserializer::from_str(text);
+        let fast = RowSeed(&self.root)
+            .deserialize(&mut de)
+            .and_then(|values| de.end().map(|()| values));
+        match fast {
+            Ok(values) => Ok(Row(values)),
+            Err(_) => self.decode_reference(text),
+        }
+    }
+
+    /// Decodes one line with `serde_json` (the reason of a rejection, with its column).
+    fn decode_reference(&self, text: &str) -> Result<Row, String> {
+        let mut de = serde_json::Deserializer::from_str(text);
+        RowSeed(&self.root)
+            .deserialize(&mut de)
+            .and_then(|values| de.end().map(|()| values))
+            .map(Row)
+            .map_err(|e| json_reason(&e))
+    }
+}
+
+/// Deserializes a JSON object into the values of a prepared schema.
+struct RowSeed<'a>(&'a Prepared);
+
+impl<'de> DeserializeSeed<'de> for RowSeed<'_> {
+    type Value = Vec<Value>;
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Vec<Value>, D::Error> {
+        d.deserialize_map(RowVisitor(self.0))
+    }
+}
+
+struct RowVisitor<'a>(&'a Prepared);
+
+impl<'de> Visitor<'de> for RowVisitor<'_> {
+    type Value = Vec<Value>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Vec<Value>, A::Error> {
+        let fields = &self.0.fields;
+        let mut values = vec![Value::Null; fields.len()];
+        while let Some(key) = map.next_key_seed(KeySeed(self.0))? {
+            match key {
+                Some(i) => values[i] = map.next_value_seed(FieldSeed(&fields[i]))?,
+                None => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        // A `null` in a field that is not nullable was refused where it stood: a `Null` left
+        // here is a missing field.
+        for (field, value) in fields.iter().zip(&values) {
+            if !field.nullable && value.is_null() {
+                return Err(de::Error::custom(format_args!(
+                    "missing field `{}`",
+                    field.path
+                )));
+            }
+        }
+        Ok(values)
+    }
+}
+
+/// Deserializes a key into the position of its field, or `None` for a key not declared.
+struct KeySeed<'a>(&'a Prepared);
+
+impl<'de> DeserializeSeed<'de> for KeySeed<'_> {
+    type Value = Option<usize>;
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Option<usize>, D::Error> {
+        d.deserialize_identifier(self)
+    }
+}
+
+impl<'de> Visitor<'de> for KeySeed<'_> {
+    type Value = Option<usize>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a field name")
+    }
+
+    fn visit_str<E: de::Error>(self, key: &str) -> Result<Option<usize>, E> {
+        Ok(self.0.index_of(key))
+    }
+}
+
+/// Deserializes the value of one field into its type's [`Value`].
+struct FieldSeed<'a>(&'a PreparedField);
+
+impl<'de> DeserializeSeed<'de> for FieldSeed<'_> {
+    type Value = Value;
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl FieldSeed<'_> {
+    fn wrong<E: de::Error>(&self, found: &str) -> E {
+        let expected = match self.0.kind {
+            Kind::Bool => "a boolean",
+            Kind::Int64 => "an integer",
+            Kind::Float64 => "a number",
+            Kind::String => "a string",
+            Kind::Timestamp => "a timestamp (a string or epoch milliseconds)",
+            Kind::Row(_) => "an object",
+        };
+        E::custom(format_args!(
+            "wrong type for field `{}`: expected {expected}, found {found}",
+            self.0.path
+        ))
+    }
+
+    fn int<E: de::Error>(&self, v: i64) -> Result<Value, E> {
+        match self.0.kind {
+            Kind::Int64 | Kind::Timestamp => Ok(Value::Int(v)),
+            Kind::Float64 => Ok(Value::Float(v as f64)),
+            _ => Err(self.wrong("a number")),
+        }
+    }
+}
+
+impl<'de> Visitor<'de> for FieldSeed<'_> {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, "the value of field `{}`", self.0.path)
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<Value, E> {
+        if self.0.nullable {
+            Ok(Value::Null)
+        } else {
+            Err(E::custom(format_args!(
+                "field `{}` is null but not nullable",
+                self.0.path
+            )))
+        }
+    }
+
+    fn visit_none<E: de::Error>(self) -> Result<Value, E> {
+        self.visit_unit()
+    }
+
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Value, E> {
+        match self.0.kind {
+            Kind::Bool => Ok(Value::Bool(v)),
+            _ => Err(self.wrong("a boolean")),
+        }
+    }
+
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Value, E> {
+        self.int(v)
+    }
+
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Value, E> {
+        match (i64::try_from(v), &self.0.kind) {
+            (Ok(v), _) => self.int(v),
+            (Err(_), Kind::Float64) => Ok(Value::Float(v as f64)),
+            (Err(_), Kind::Int64 | Kind::Timestamp) => Err(E::custom(format_args!(
+                "field `{}`: {v} is out of the range of a 64-bit signed integer",
+                self.0.path
+            ))),
+            _ => Err(self.wrong("a number")),
+        }
+    }
+
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Value, E> {
+        match self.0.kind {
+            Kind::Float64 => Ok(Value::Float(v)),
+            _ => Err(self.wrong("a float")),
+        }
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Value, E> {
+        match self.0.kind {
+            Kind::String => Ok(Value::Str(v.to_owned())),
+            Kind::Timestamp => parse_timestamp_ms(v).map(Value::Int).ok_or_else(|| {
+                E::custom(format_args!(
+                    "field `{}`: invalid timestamp {v:?}, expected YYYY-MM-DD HH:MM:SS.mmm",
+                    self.0.path
+                ))
+            }),
+            _ => Err(self.wrong("a string")),
+        }
+    }
+
+    fn visit_string<E: de::Error>(self, v: String) -> Result<Value, E> {
+        match self.0.kind {
+            Kind::String => Ok(Value::Str(v)),
+            _ => self.visit_str(&v),
+        }
+    }
+
+    fn visit_seq<A: de::SeqAccess<'de>>(self, _seq: A) -> Result<Value, A::Error> {
+        Err(self.wrong("an array"))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Value, A::Error> {
+        match &self.0.kind {
+            Kind::Row(nested) => RowVisitor(nested).visit_map(map).map(Value::List),
+            _ => Err(self.wrong("an object")),
+        }
+    }
+}
+
+/// Parses `YYYY-MM-DD HH:MM:SS[.f...]` (or with a `T` between date and time) as UTC epoch
+/// milliseconds; digits after the milliseconds are truncated.
+pub fn parse_timestamp_ms(s: &str) -> Option<i64> {
+    let b = s.as_bytes();
+    if b.len() < 19 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b' ' | b'T') {
+        return None;
+    }
+    if b[13] != b':' || b[16] != b':' {
+        return None;
+    }
+    let num = |range: std::ops::Range<usize>| -> Option<i64> {
+        b[range].iter().try_fold(0i64, |acc, &c| {
+            c.is_ascii_digit().then(|| acc * 10 + i64::from(c - b'0'))
+        })
+    };
+    let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (hour, minute, second) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    let mut millis = 0;
+    if b.len() > 19 {
+        let frac = &b[20..];
+        if b[19] != b'.' || frac.is_empty() || frac.len() > 9 {
+            return None;
+        }
+        let mut scale = 100;
+        for &c in frac {
+            if !c.is_ascii_digit() {
+                return None;
+            }
+            millis += i64::from(c - b'0') * scale;
+            scale /= 10;
+        }
+    }
+    let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
+    let days_in_month = match month {
+        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
+        4 | 6 | 9 | 11 => 30,
+        2 if leap => 29,
+        2 => 28,
+        _ => return None,
+    };
+    if day < 1 || day > days_in_month || hour > 23 || minute > 59 || second > 59 {
+        return None;
+    }
+    let days = days_from_civil(year, month, day);
+    Some(((days * 24 + hour) * 60 + minute) * 60_000 + second * 1000 + millis)
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
+fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use spate_types::Field;
+
+    #[derive(Debug, serde::Deserialize, PartialEq)]
+    struct R {
+        a: Option<String>,
+        n: Option<i64>,
+        u: Option<u64>,
+        f: Option<f64>,
+    }
+
+    /// Lines on which a SIMD parser and `serde_json` could plausibly differ.
+    const EDGE_CASES: &[&[u8]] = &[
+        br#"{"a":"x\ud83d\ude00y"}"#,
+        br#"{"a":"\uD83D\uDE00"}"#,
+        br#"{"a":"\ud800"}"#,
+        br#"{"z":"\ud800"}"#,
+        br#"{"a":"\udc00x"}"#,
+        br#"{"z":"\udc00x"}"#,
+        br#"{"a":"\ud83d\u0041"}"#,
+        br#"{"z":"\ud83d\u0041"}"#,
+        br#"{"a":"\ud83dx"}"#,
+        br#"{"z":"\u12"}"#,
+        br#"{"z":"\q"}"#,
+        br#"{"a":"\/\b\f\n\r\t\"\\"}"#,
+        br#"{"a":"\u0000"}"#,
+        br#"{"n":9223372036854775807}"#,
+        br#"{"n":9223372036854775808}"#,
+        br#"{"n":-9223372036854775808}"#,
+        br#"{"n":-9223372036854775809}"#,
+        br#"{"u":18446744073709551615}"#,
+        br#"{"u":18446744073709551616}"#,
+        br#"{"z":123456789012345678901234567890}"#,
+        br#"{"n":1.0}"#,
+        br#"{"n":1e2}"#,
+        br#"{"f":1}"#,
+        br#"{"f":-0.0}"#,
+        br#"{"f":1e400}"#,
+        br#"{"z":1e400}"#,
+        br#"{"f":0.1e-400}"#,
+        br#"{"f":1.7976931348623157e308}"#,
+        br#"{"n":1,"n":2}"#,
+        br#"{"z":1,"z":2}"#,
+        br#"{"a":"x"} x"#,
+        br#"{"a":"x"}}"#,
+        br#"{"a":"x"} "#,
+        br#" {"a":"x"}"#,
+        br#"{"a":"x"}{"a":"y"}"#,
+        b"{\"a\":\"x\ty\"}",
+        b"{\"z\":\"x\ty\"}",
+        b"{\"z\":\"x\x01y\"}",
+        b"{\"z\":\"x\x7fy\"}",
+        b"{\"z\":\"x\xffy\"}",
+        b"{\"a\":\"x\xffy\"}",
+        b"{\"a\":\"x\"}\xff",
+        b"{\"a\":\"\xed\xa0\x80\"}",
+        b"{\"z\":\"\xc0\xaf\"}",
+        b"{\"a\"\t:\"x\"}",
+        b"{\"a\"\x0c:\"x\"}",
+        br#"{"a":"x",}"#,
+        br#"{"z":[1,]}"#,
+        br#"{"z":[1 2]}"#,
+        br#"{"z":{"q":1,}}"#,
+        br#"{"z":{"q" 1}}"#,
+        br#"{"z":{1:2}}"#,
+        br#"{"z":01}"#,
+        br#"{"n":01}"#,
+        br#"{"z":1.}"#,
+        br#"{"z":-}"#,
+        br#"{"z":+1}"#,
+        br#"{"z":.5}"#,
+        br#"{"z":1e}"#,
+        br#"{"z":tru}"#,
+        br#"{"z":nul}"#,
+        br#"{"z":NaN}"#,
+        br#"{"z":Infinity}"#,
+        br#"{"z":"\/"}"#,
+        br#"{"a":null,"n":null}"#,
+        br#"[null,1,2,3.5]"#,
+        br#"{"z":[[[[[{}]]]]]}"#,
+        br#"{"z":"unterminated}"#,
+        br#"{"a":"x""#,
+        br#"{"a":1}"#,
+        br#"{"n":"1"}"#,
+        br#"{"\u0061":"escaped key"}"#,
+        br#"{}"#,
+        br#"null"#,
+        br#"42"#,
+        br#""#,
+    ];
+
+    /// What a line decodes to, without the reasons (whose wording differs between libraries).
+    fn outcome<T: DeserializeOwned>(
+        decode: fn(&[u8]) -> Result<T, String>,
+        line: &[u8],
+    ) -> Option<T> {
+        decode(line).ok()
+    }
+
+    #[test]
+    fn sonic_and_serde_json_accept_the_same_edge_cases() {
+        for &line in EDGE_CASES {
+            let shown = String::from_utf8_lossy(line);
+            assert_eq!(
+                outcome::<R>(decode, line),
+                outcome::<R>(decode_reference, line),
+                "{shown}"
+            );
+            assert_eq!(
+                outcome::<serde_json::Value>(decode, line),
+                outcome::<serde_json::Value>(decode_reference, line),
+                "{shown}"
+            );
+            assert_eq!(
+                outcome::<Value>(decode, line),
+                outcome::<Value>(decode_reference, line),
+                "{shown}"
+            );
+            // sonic-rs alone, without the fallback: it must not accept what serde_json
+            // refuses.
+            let sonic: Result<IgnoredAny, _> = sonic_rs::from_slice(line);
+            let reference: Result<IgnoredAny, _> = decode_reference(line);
+            assert_eq!(sonic.is_ok(), reference.is_ok(), "{shown}");
+            let sonic: Result<R, _> = sonic_rs::from_slice(line);
+            assert_eq!(
+                sonic.is_ok(),
+                decode_reference::<R>(line).is_ok(),
+                "{shown}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_documented_differences() {
+        // Correct rounding, where serde_json's default parser is one unit off.
+        let line = br#"{"f":2.2250738585072011e-308}"#;
+        let exact: f64 = "2.2250738585072011e-308".parse().unwrap();
+        assert_eq!(decode::<R>(line).unwrap().f, Some(exact));
+        assert_ne!(decode_reference::<R>(line).unwrap().f, Some(exact));
+    }
+
+    #[test]
+    fn negative_zeros_and_deep_lines_go_to_serde_json() {
+        for line in [&br#"{"f":-0}"#[..], br#"{"f":-0.0}"#, br#"{"f":-0.000e5}"#] {
+            let f = decode::<R>(line).unwrap().f.unwrap();
+            assert_eq!(f.to_bits(), (-0.0f64).to_bits());
+            let v = decode::<Value>(line).unwrap();
+            assert_eq!(v.get("f"), Some(&Value::Float(-0.0)));
+        }
+        assert!(!for_reference(
+            br#"{"f":-0.5,"d":"2024-01-01 00:00:00.000","g":-10}"#
+        ));
+        assert!(for_reference(br#"{"f":[-0]}"#));
+        // A skipped field nested far too deep for sonic-rs's recursion: serde_json skips it
+        // (without recursion) instead of a stack overflow; a value built that deep is
+        // refused past 128 levels, as serde_json always did.
+        let nested = |depth: usize| format!("{{\"z\":{}{}}}", "[".repeat(depth), "]".repeat(depth));
+        assert!(decode::<R>(nested(100_000).as_bytes()).is_ok());
+        assert!(decode::<Value>(nested(100_000).as_bytes()).is_err());
+        assert!(decode::<Value>(nested(126).as_bytes()).is_ok());
+        let decoder = RowDecoder::new(&Schema::new(vec![Field::new("a", DataType::Int64)]));
+        assert!(decoder.decode(nested(100_000).as_bytes()).is_ok());
+        assert!(decoder.decode(br#"{"a":[[[[[1]]]]]}"#).is_err());
+    }
+
+    #[test]
+    fn reasons_come_from_serde_json() {
+        let err = decode::<R>(br#"{"n":"x"}"#).unwrap_err();
+        assert_eq!(err, r#"invalid type: string "x", expected i64 at column 8"#);
+        let err = decode::<R>(b"{\"z\":\"\xff\"}").unwrap_err();
+        assert!(err.starts_with("invalid UTF-8"), "{err}");
+        let err = decode::<R>(br#"{"a":"x"} x"#).unwrap_err();
+        assert_eq!(err, "trailing characters at column 11");
+    }
+
+    fn bid_schema() -> Schema {
+        Schema::new(vec![
+            Field::not_null("event_type", DataType::Int64),
+            Field::new(
+                "bid",
+                DataType::Row(Schema::new(vec![
+                    Field::not_null("auction", DataType::Int64),
+                    Field::new("price", DataType::Float64),
+                    Field::new("channel", DataType::String),
+                    Field::new("dateTime", DataType::Timestamp),
+                    Field::new("ok", DataType::Bool),
+                ])),
+            ),
+        ])
+    }
+
+    #[test]
+    fn rows_take_declared_fields_in_any_order() {
+        let decoder = RowDecoder::new(&bid_schema());
+        let a = br#"{"event_type":2,"person":null,"bid":{"auction":7,"price":12,"channel":"Go\u006fgle","dateTime":"2024-01-01 00:00:00.250","ok":true,"extra":"xyz"}}"#;
+        let b = br#" { "bid" : { "ok" : true , "dateTime" : 1704067200250 , "extra":{"q":[1,{"r":"\""}]}, "channel" : "Google" , "price" : 12.0 , "auction" : 7 } , "zzz":[], "event_type" : 2 } "#;
+        let expected = Row(vec![
+            Value::Int(2),
+            Value::List(vec![
+                Value::Int(7),
+                Value::Float(12.0),
+                Value::Str("Google".into()),
+                Value::Int(1_704_067_200_250),
+                Value::Bool(true),
+            ]),
+        ]);
+        assert_eq!(decoder.decode(a).unwrap(), expected);
+        assert_eq!(decoder.decode(b).unwrap(), expected);
+        // Missing nullable fields are null; the last of a key given twice wins.
+        let c = br#"{"event_type":1,"event_type":2,"bid":{"auction":1}}"#;
+        assert_eq!(
+            decoder.decode(c).unwrap(),
+            Row(vec![
+                Value::Int(2),
+                Value::List(vec![
+                    Value::Int(1),
+                    Value::Null,
+                    Value::Null,
+                    Value::Null,
+                    Value::Null
+                ])
+            ])
+        );
+        assert_eq!(
+            decoder.decode(br#"{"event_type":0,"bid":null}"#).unwrap(),
+            Row(vec![Value::Int(0), Value::Null])
+        );
+    }
+
+    #[test]
+    fn rows_refuse_what_does_not_fit() {
+        let decoder = RowDecoder::new(&bid_schema());
+        let cases: &[(&[u8], &str)] = &[
+            (br#"{"bid":null}"#, "missing field `event_type` at column 12"),
+            (br#"{"event_type":null}"#, "field `event_type` is null but not nullable at column 18"),
+            (br#"{"event_type":"2"}"#, "wrong type for field `event_type`: expected an integer, found a string at column 17"),
+            (br#"{"event_type":2.5}"#, "wrong type for field `event_type`: expected an integer, found a float at column 17"),
+            (br#"{"event_type":9223372036854775808}"#, "field `event_type`: 9223372036854775808 is out of the range of a 64-bit signed integer at column 33"),
+            (br#"{"event_type":2,"bid":{"price":1}}"#, "missing field `bid.auction` at column 33"),
+            (br#"{"event_type":2,"bid":[]}"#, "wrong type for field `bid`: expected an object, found an array at column 24"),
+            (br#"{"event_type":2,"bid":{"auction":1,"ok":1}}"#, "wrong type for field `bid.ok`: expected a boolean, found a number at column 41"),
+            (br#"{"event_type":2,"bid":{"auction":1,"dateTime":"2024-13-01 00:00:00"}}"#, "field `bid.dateTime`: invalid timestamp \"2024-13-01 00:00:00\", expected YYYY-MM-DD HH:MM:SS.mmm at column 67"),
+            (br#"[1]"#, "invalid type: sequence, expected a JSON object at column 0"),
+            (br#"{"event_type":2} x"#, "trailing characters at column 18"),
+            (b"{\"event_type\":2,\"z\":\"\xff\"}", "invalid UTF-8: invalid utf-8 sequence of 1 bytes from index 21"),
+        ];
+        for (line, reason) in cases {
+            assert_eq!(
+                decoder.decode(line).unwrap_err(),
+                *reason,
+                "{}",
+                String::from_utf8_lossy(line)
+            );
+        }
+    }
+
+    #[test]
+    fn rows_agree_with_serde_json_on_edge_cases() {
+        let schema = Schema::new(vec![
+            Field::new("a", DataType::String),
+            Field::new("n", DataType::Int64),
+            Field::new("f", DataType::Float64),
+        ]);
+        let decoder = RowDecoder::new(&schema);
+        for &line in EDGE_CASES {
+            let fast = decoder.decode(line).ok();
+            let reference = std::str::from_utf8(line)
+                .ok()
+                .and_then(|text| decoder.decode_reference(text).ok());
+            assert_eq!(fast, reference, "{}", String::from_utf8_lossy(line));
+        }
+    }
+
+    #[test]
+    fn timestamps() {
+        assert_eq!(parse_timestamp_ms("1970-01-01 00:00:00"), Some(0));
+        assert_eq!(parse_timestamp_ms("1970-01-01T00:00:01.5"), Some(1500));
+        assert_eq!(parse_timestamp_ms("1969-12-31 23:59:59.999"), Some(-1));
+        assert_eq!(
+            parse_timestamp_ms("2024-02-29 12:34:56.789123456"),
+            Some(1_709_210_096_789)
+        );
+        for bad in [
+            "2023-02-29 00:00:00",
+            "2024-01-01 24:00:00",
+            "2024-01-01 00:00:00.",
+            "2024-01-01 00:00:00.1234567890",
+            "2024-01-01 00:00:00Z",
+            "2024-1-01 00:00:00",
+            "2024-01-01",
+            "",
+        ] {
+            assert_eq!(parse_timestamp_ms(bad), None, "{bad}");
+        }
+    }
+}
