@@ -12,8 +12,7 @@
 //!   `Projection::NONE` (strings checked, left empty).
 //!
 //! Candidates: `serde_json` as the JSON-lines source decoded until now (`from_utf8`, then
-//! `from_str`), `serde_json::from_slice`, `sonic-rs` and `simd-json` (which parses in place,
-//! so each line is copied into a scratch buffer first), and the decoder that the JSON-lines
+//! `from_str`), `serde_json::from_slice`, `sonic-rs`, and the decoder that the JSON-lines
 //! source now uses for every serde type (`spate_connectors::files::decode_json_line`);
 //! beside them the schema path (`RowDecoder`, rows of a declared schema with the same fields).
 
@@ -177,19 +176,6 @@ fn bench_target<T: DeserializeOwned>(c: &mut Criterion, name: &str, lines: &[&[u
             })
         });
     }
-    let mut scratch = Vec::new();
-    let mut buffers = simd_json::Buffers::default();
-    group.bench_function("simd_json", |b| {
-        b.iter(|| {
-            for line in lines {
-                scratch.clear();
-                scratch.extend_from_slice(line);
-                let v: T = simd_json::serde::from_slice_with_buffers(&mut scratch, &mut buffers)
-                    .expect("decodes");
-                black_box(v);
-            }
-        })
-    });
     group.finish();
 }
 
