@@ -4,9 +4,10 @@
 //!   serializes every key ("full snapshot").
 //!
 //! Both are reached through one call per record or timer, [`KeyedStates::with_state`]: it
-//! hashes the key once, hands the function the state in place (`&mut Option<S>`, `None` for
-//! a key without state), stores the key only when a state first appears (moving the caller's
-//! key in, no clone) and removes it only when the function leaves `None`. The disk backend
+//! hashes the key once, hands the function the state (`&mut Option<S>`, `None` for a key
+//! without state) without taking its entry out of the table, stores the key only when a state
+//! first appears (moving the caller's key in, no clone) and removes it only when the function
+//! leaves `None`. The disk backend
 //! marks a key dirty inside that call whenever it had or has a state, so an in-place change
 //! cannot escape the next flush or incremental checkpoint.
 //! * **Disk**: an embedded redb B-tree per worker and operator under a
@@ -103,10 +104,14 @@ pub(crate) fn hash_key<K: Hash>(key: &K) -> u64 {
 
 /// The memory backend: one hash table of keys and their states.
 ///
-/// Each entry's state is `Some` between accesses; the `Option` is the very slot a function
-/// reads and writes in place (an emptied state leaves the table when the function returns).
+/// An access hashes and probes once. A key's entry stays in its bucket while the function
+/// runs: the entry is moved out to the function's `&mut Option<S>` and written back into the
+/// same bucket (or the bucket is freed, when the function leaves `None`), with no rehash and
+/// no probe (`replace_entry_with`). Keeping an `Option<S>` in every bucket instead would let
+/// the function write the bucket itself, but would cost 8 bytes per key for states without a
+/// spare niche (numbers, tuples of numbers: most rolling aggregates).
 pub(crate) struct MemoryStates<K, S> {
-    table: HashTable<(K, Option<S>)>,
+    table: HashTable<(K, S)>,
 }
 
 impl<K, S> Default for MemoryStates<K, S> {
@@ -118,7 +123,7 @@ impl<K, S> Default for MemoryStates<K, S> {
 }
 
 impl<K: Hash + Eq, S> MemoryStates<K, S> {
-    /// Runs `f` on the state of `key` in place; see [`KeyedStates::with_state`].
+    /// Runs `f` on the state of `key`; see [`KeyedStates::with_state`].
     #[inline]
     pub(crate) fn with_state<R>(&mut self, key: K, f: impl FnOnce(&K, &mut Option<S>) -> R) -> R {
         let hash = hash_key(&key);
@@ -126,20 +131,20 @@ impl<K: Hash + Eq, S> MemoryStates<K, S> {
             .table
             .entry(hash, |(k, _)| *k == key, |(k, _)| hash_key(k))
         {
-            Entry::Occupied(mut entry) => {
-                let (k, state) = entry.get_mut();
-                let r = f(k, state);
-                let emptied = state.is_none();
-                if emptied {
-                    entry.remove();
-                }
-                r
+            Entry::Occupied(entry) => {
+                let mut result = None;
+                entry.replace_entry_with(|(k, s)| {
+                    let mut state = Some(s);
+                    result = Some(f(&k, &mut state));
+                    state.map(|s| (k, s))
+                });
+                result.expect("the function ran")
             }
             Entry::Vacant(entry) => {
                 let mut state = None;
                 let r = f(&key, &mut state);
-                if state.is_some() {
-                    entry.insert((key, state));
+                if let Some(s) = state {
+                    entry.insert((key, s));
                 }
                 r
             }
@@ -153,9 +158,9 @@ impl<K: Hash + Eq, S> MemoryStates<K, S> {
             .table
             .entry(hash, |(k, _)| *k == key, |(k, _)| hash_key(k))
         {
-            Entry::Occupied(mut entry) => entry.get_mut().1 = Some(state),
+            Entry::Occupied(mut entry) => entry.get_mut().1 = state,
             Entry::Vacant(entry) => {
-                entry.insert((key, Some(state)));
+                entry.insert((key, state));
             }
         }
     }
@@ -169,9 +174,7 @@ impl<K: Hash + Eq, S> MemoryStates<K, S> {
 
     /// Every key and its state, in no particular order.
     pub(crate) fn iter(&self) -> impl Iterator<Item = (&K, &S)> {
-        self.table
-            .iter()
-            .filter_map(|(k, s)| s.as_ref().map(|s| (k, s)))
+        self.table.iter().map(|(k, s)| (k, s))
     }
 
     /// The number of keys with state.
