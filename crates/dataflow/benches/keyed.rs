@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use spate_dataflow::{JobConfig, StreamEnv, TumblingEventTimeWindows, WatermarkStrategy};
 use spate_types::{
-    Sink, SinkContext, SinkWriter, Source, SourceContext, SourceOutput, SourceReader,
-    SourceStatus, SpateResult,
+    Sink, SinkContext, SinkWriter, Source, SourceContext, SourceOutput, SourceReader, SourceStatus,
+    SpateResult,
 };
 
 /// Records of the reduce benchmarks.
@@ -46,7 +46,10 @@ impl Source<(u64, u64)> for Generated {
         true
     }
 
-    fn create_reader(&self, _ctx: &SourceContext) -> SpateResult<Box<dyn SourceReader<(u64, u64)>>> {
+    fn create_reader(
+        &self,
+        _ctx: &SourceContext,
+    ) -> SpateResult<Box<dyn SourceReader<(u64, u64)>>> {
         Ok(Box::new(GeneratedReader {
             next: 0,
             records: self.records,
@@ -175,7 +178,9 @@ fn window_fire_job(keys: u64) -> Duration {
             .with_timestamp_assigner(|r: &(u64, u64), _| (r.0 % WINDOW_MS) as i64),
     )
     .key_by(|r: &(u64, u64)| r.0)
-    .window(TumblingEventTimeWindows::of(Duration::from_millis(WINDOW_MS)))
+    .window(TumblingEventTimeWindows::of(Duration::from_millis(
+        WINDOW_MS,
+    )))
     .reduce(|a, b| (a.0, a.1 + b.1))
     .sink_to(Counting {
         expected: keys,

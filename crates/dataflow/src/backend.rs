@@ -818,7 +818,8 @@ mod tests {
                     *s = None;
                 } else if i % 3 == 0 {
                     // Changed in place.
-                    s.get_or_insert_with(String::new).push_str(&(i % 10).to_string());
+                    s.get_or_insert_with(String::new)
+                        .push_str(&(i % 10).to_string());
                 } else {
                     *s = Some(format!("{}{}", s.take().unwrap_or_default(), i % 10));
                 }
@@ -850,7 +851,8 @@ mod tests {
         // Read only: not a change (the key stays clean, the delta stays empty of it)...
         assert_eq!(get(&mut d, 20), None);
         // ...but a state mutated through the reference is.
-        d.with_state(3, |_, s| s.as_mut().unwrap().push('b')).unwrap();
+        d.with_state(3, |_, s| s.as_mut().unwrap().push('b'))
+            .unwrap();
         let (c2, p) = d.checkpoint(2, 1).unwrap();
         assert_eq!(c2[0], c1[0]);
         files.extend(p.new);
