@@ -1,7 +1,15 @@
 //! State backends: where a keyed operator instance keeps the state of its keys.
 //!
-//! * **Memory** (the default): a hash map on the heap, as fast as it gets; a checkpoint
+//! * **Memory** (the default): a hash table on the heap, as fast as it gets; a checkpoint
 //!   serializes every key ("full snapshot").
+//!
+//! Both are reached through one call per record or timer, [`KeyedStates::with_state`]: it
+//! hashes the key once, hands the function the state (`&mut Option<S>`, `None` for a key
+//! without state) without taking its entry out of the table, stores the key only when a state
+//! first appears (moving the caller's key in, no clone) and removes it only when the function
+//! leaves `None`. The disk backend
+//! marks a key dirty inside that call whenever it had or has a state, so an in-place change
+//! cannot escape the next flush or incremental checkpoint.
 //! * **Disk**: an embedded redb B-tree per worker and operator under a
 //!   local directory, behind a bounded write-back cache of hot keys, for keyed state larger
 //!   than memory. Checkpoints are **incremental**.
@@ -38,10 +46,11 @@
 //! file a retained checkpoint refers to.
 
 use std::collections::{BTreeMap, HashMap};
-use std::hash::Hash;
+use std::hash::{BuildHasher, Hash};
 use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
 
+use hashbrown::hash_table::{Entry, HashTable};
 use redb::{Database, Durability, ReadableDatabase, ReadableTableMetadata, TableDefinition};
 use rustc_hash::FxBuildHasher;
 use serde::de::DeserializeOwned;
@@ -82,8 +91,97 @@ pub(crate) struct DiskSetup {
 
 /// The state of an operator instance's keys.
 pub(crate) enum KeyedStates<K, S> {
-    Memory(HashMap<K, S, FxBuildHasher>),
+    Memory(MemoryStates<K, S>),
     Disk(Box<DiskStates<K, S>>),
+}
+
+/// The hash of a key, for the tables of keyed state and timers (the same hasher everywhere,
+/// and no per-process seed, so iteration orders are reproducible).
+#[inline]
+pub(crate) fn hash_key<K: Hash>(key: &K) -> u64 {
+    FxBuildHasher.hash_one(key)
+}
+
+/// The memory backend: one hash table of keys and their states.
+///
+/// An access hashes and probes once. A key's entry stays in its bucket while the function
+/// runs: the entry is moved out to the function's `&mut Option<S>` and written back into the
+/// same bucket (or the bucket is freed, when the function leaves `None`), with no rehash and
+/// no probe (`replace_entry_with`). Keeping an `Option<S>` in every bucket instead would let
+/// the function write the bucket itself, but would cost 8 bytes per key for states without a
+/// spare niche (numbers, tuples of numbers: most rolling aggregates).
+pub(crate) struct MemoryStates<K, S> {
+    table: HashTable<(K, S)>,
+}
+
+impl<K, S> Default for MemoryStates<K, S> {
+    fn default() -> Self {
+        MemoryStates {
+            table: HashTable::new(),
+        }
+    }
+}
+
+impl<K: Hash + Eq, S> MemoryStates<K, S> {
+    /// Runs `f` on the state of `key`; see [`KeyedStates::with_state`].
+    #[inline]
+    pub(crate) fn with_state<R>(&mut self, key: K, f: impl FnOnce(&K, &mut Option<S>) -> R) -> R {
+        let hash = hash_key(&key);
+        match self
+            .table
+            .entry(hash, |(k, _)| *k == key, |(k, _)| hash_key(k))
+        {
+            Entry::Occupied(entry) => {
+                let mut result = None;
+                entry.replace_entry_with(|(k, s)| {
+                    let mut state = Some(s);
+                    result = Some(f(&k, &mut state));
+                    state.map(|s| (k, s))
+                });
+                result.expect("the function ran")
+            }
+            Entry::Vacant(entry) => {
+                let mut state = None;
+                let r = f(&key, &mut state);
+                if let Some(s) = state {
+                    entry.insert((key, s));
+                }
+                r
+            }
+        }
+    }
+
+    /// Sets the state of `key` (a restore).
+    pub(crate) fn insert(&mut self, key: K, state: S) {
+        let hash = hash_key(&key);
+        match self
+            .table
+            .entry(hash, |(k, _)| *k == key, |(k, _)| hash_key(k))
+        {
+            Entry::Occupied(mut entry) => entry.get_mut().1 = state,
+            Entry::Vacant(entry) => {
+                entry.insert((key, state));
+            }
+        }
+    }
+
+    /// Deletes the state of `key` (a restored deletion).
+    pub(crate) fn remove(&mut self, key: &K) {
+        if let Ok(entry) = self.table.find_entry(hash_key(key), |(k, _)| k == key) {
+            entry.remove();
+        }
+    }
+
+    /// Every key and its state, in no particular order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&K, &S)> {
+        self.table.iter().map(|(k, s)| (k, s))
+    }
+
+    /// The number of keys with state.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.table.len()
+    }
 }
 
 /// The files of an instance's incremental snapshot beside its part.
@@ -133,26 +231,21 @@ where
     K: Hash + Eq + Clone + Serialize + DeserializeOwned,
     S: Serialize + DeserializeOwned,
 {
-    /// Takes the state of `key` out (`None` if it has none).
+    /// Runs `f` with `key` and its state in place: `None` if the key has none; `f` may set,
+    /// change or clear it (`None` deletes the key's state). The key is hashed once; it is
+    /// stored (moved in) only when a state first appears.
+    ///
+    /// The only error is the disk backend's failing to read or write its B-tree; `f` has not
+    /// run then.
     #[inline]
-    pub(crate) fn take(&mut self, key: &K) -> SpateResult<Option<S>> {
+    pub(crate) fn with_state<R>(
+        &mut self,
+        key: K,
+        f: impl FnOnce(&K, &mut Option<S>) -> R,
+    ) -> SpateResult<R> {
         match self {
-            KeyedStates::Memory(map) => Ok(map.remove(key)),
-            KeyedStates::Disk(disk) => disk.take(key),
-        }
-    }
-
-    /// Puts the state of `key` back after [`take`](Self::take); `None` deletes it.
-    #[inline]
-    pub(crate) fn put(&mut self, key: &K, state: Option<S>) -> SpateResult<()> {
-        match self {
-            KeyedStates::Memory(map) => {
-                if let Some(s) = state {
-                    map.insert(key.clone(), s);
-                }
-                Ok(())
-            }
-            KeyedStates::Disk(disk) => disk.put(key, state),
+            KeyedStates::Memory(map) => Ok(map.with_state(key, f)),
+            KeyedStates::Disk(disk) => disk.with_state(key, f),
         }
     }
 }
@@ -176,7 +269,7 @@ pub(crate) struct DiskStates<K, S> {
 
 /// A cached key.
 struct Slot<S> {
-    /// `None` while taken, or when the key has no state (a cached absence).
+    /// `None` when the key has no state (a cached absence).
     state: Option<S>,
     /// Differs from the B-tree.
     dirty: bool,
@@ -282,40 +375,35 @@ where
         Ok(r)
     }
 
-    fn take(&mut self, key: &K) -> SpateResult<Option<S>> {
-        if let Some(slot) = self.cache.get_mut(key) {
+    /// Runs `f` on the cached state of `key` in place, loading it on a miss (the only time
+    /// the key is stored). The key becomes dirty whenever it had or has a state: `f` may have
+    /// changed it in place, and that change must reach the B-tree (and the next delta). A key
+    /// that had none and still has none stays as it was.
+    fn with_state<R>(&mut self, key: K, f: impl FnOnce(&K, &mut Option<S>) -> R) -> SpateResult<R> {
+        if let Some(slot) = self.cache.get_mut(&key) {
             slot.hot = true;
-            return Ok(slot.state.take());
+            let had = slot.state.is_some();
+            let r = f(&key, &mut slot.state);
+            slot.dirty |= had || slot.state.is_some();
+            return Ok(r);
         }
-        let state = self.load(key)?;
+        let mut state = self.load(&key)?;
+        let had = state.is_some();
+        let r = f(&key, &mut state);
+        let dirty = had || state.is_some();
         self.cache.insert(
-            key.clone(),
+            key,
             Slot {
-                state: None,
-                dirty: false,
+                state,
+                dirty,
                 hot: true,
             },
         );
-        Ok(state)
+        self.evict_if_full()?;
+        Ok(r)
     }
 
-    fn put(&mut self, key: &K, state: Option<S>) -> SpateResult<()> {
-        match self.cache.get_mut(key) {
-            Some(slot) => {
-                slot.state = state;
-                slot.dirty = true;
-            }
-            None => {
-                self.cache.insert(
-                    key.clone(),
-                    Slot {
-                        state,
-                        dirty: true,
-                        hot: true,
-                    },
-                );
-            }
-        }
+    fn evict_if_full(&mut self) -> SpateResult<()> {
         if self.cache.len() > self.setup.cache_keys.max(1) {
             self.evict()?;
         }
@@ -570,8 +658,14 @@ where
     }
 
     /// Stores a restored key's state (from a full, in-memory snapshot).
-    pub(crate) fn restore_state(&mut self, key: &K, state: S) -> SpateResult<()> {
-        self.put(key, Some(state))
+    pub(crate) fn restore_state(&mut self, key: K, state: S) -> SpateResult<()> {
+        let slot = Slot {
+            state: Some(state),
+            dirty: true,
+            hot: true,
+        };
+        self.cache.insert(key, slot);
+        self.evict_if_full()
     }
 
     /// The number of keys with state (flushes first). For tests and metrics.
@@ -684,8 +778,11 @@ mod tests {
     }
 
     fn set(d: &mut DiskStates<u64, String>, k: u64, v: Option<String>) {
-        let _ = d.take(&k).unwrap();
-        d.put(&k, v).unwrap();
+        d.with_state(k, |_, s| *s = v).unwrap();
+    }
+
+    fn get(d: &mut DiskStates<u64, String>, k: u64) -> Option<String> {
+        d.with_state(k, |_, s| s.clone()).unwrap()
     }
 
     /// Applies a chain of files, as a restore does.
@@ -714,24 +811,85 @@ mod tests {
         let mut oracle: BTreeMap<u64, String> = BTreeMap::new();
         for i in 0..5_000u64 {
             let k = (i * 7919) % 1_000;
-            let mut s = d.take(&k).unwrap();
-            assert_eq!(s.as_ref(), oracle.get(&k), "key {k} at step {i}");
+            let expected = oracle.get(&k).cloned();
+            d.with_state(k, |_, s| {
+                assert_eq!(*s, expected, "key {k} at step {i}");
+                if i % 11 == 0 {
+                    *s = None;
+                } else if i % 3 == 0 {
+                    // Changed in place.
+                    s.get_or_insert_with(String::new)
+                        .push_str(&(i % 10).to_string());
+                } else {
+                    *s = Some(format!("{}{}", s.take().unwrap_or_default(), i % 10));
+                }
+            })
+            .unwrap();
             if i % 11 == 0 {
-                s = None;
                 oracle.remove(&k);
             } else {
-                let v = format!("{}{}", s.unwrap_or_default(), i % 10);
-                oracle.insert(k, v.clone());
-                s = Some(v);
+                oracle.entry(k).or_default().push_str(&(i % 10).to_string());
             }
-            d.put(&k, s).unwrap();
             assert!(d.cache.len() <= 16);
         }
         assert_eq!(d.len().unwrap(), oracle.len() as u64);
         for (k, v) in &oracle {
-            assert_eq!(d.take(k).unwrap().as_ref(), Some(v));
-            d.put(k, Some(v.clone())).unwrap();
+            assert_eq!(get(&mut d, *k).as_ref(), Some(v));
         }
+    }
+
+    #[test]
+    fn a_state_changed_in_place_reaches_the_next_delta() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut d = disk(tmp.path(), 1_000, 10);
+        let mut files = BTreeMap::new();
+        for k in 0..10u64 {
+            set(&mut d, k, Some("a".into()));
+        }
+        let (c1, p) = d.checkpoint(1, 0).unwrap();
+        files.extend(p.new);
+        // Read only: not a change (the key stays clean, the delta stays empty of it)...
+        assert_eq!(get(&mut d, 20), None);
+        // ...but a state mutated through the reference is.
+        d.with_state(3, |_, s| s.as_mut().unwrap().push('b'))
+            .unwrap();
+        let (c2, p) = d.checkpoint(2, 1).unwrap();
+        assert_eq!(c2[0], c1[0]);
+        files.extend(p.new);
+        let delta = read_records(&files[&c2[1]], &c2[1]).unwrap();
+        assert_eq!(delta.len(), 1, "only key 3 changed");
+        let restored = replay(&files, &c2);
+        assert_eq!(restored[&3], "ab");
+        assert_eq!(restored.len(), 10);
+    }
+
+    #[test]
+    fn the_memory_backend_keeps_only_keys_with_state() {
+        let mut m = MemoryStates::<u64, u64>::default();
+        for i in 0..10_000u64 {
+            m.with_state(i % 100, |k, s| {
+                assert_eq!(*k, i % 100);
+                let n = s.get_or_insert(0);
+                *n += 1;
+                if *n == 7 {
+                    *s = None;
+                }
+            });
+        }
+        // A look that leaves no state stores nothing.
+        m.with_state(5_000, |_, s| assert!(s.is_none()));
+        assert!(m.len() <= 100);
+        for k in 0..100u64 {
+            // 100 records per key, the count restarting after each 7th.
+            let expected = 100 % 7;
+            let got = m.with_state(k, |_, s| *s);
+            assert_eq!(got, Some(expected), "key {k}");
+        }
+        m.remove(&3);
+        m.insert(4, 40);
+        assert_eq!(m.with_state(3, |_, s| *s), None);
+        assert_eq!(m.with_state(4, |_, s| *s), Some(40));
+        assert_eq!(m.iter().count(), 99);
     }
 
     #[test]

@@ -1069,7 +1069,7 @@ where
         let now = processing_time_now();
         let mut assigned: WindowBuf<W> = WindowBuf::new();
         self.assigner.assign(&value, ts, now, &mut assigned);
-        let key = ctx.key().clone();
+        let key = ctx.key();
         let mut windows = ctx.state().take().unwrap_or(KeyWindows {
             entries: Vec::new(),
         });
@@ -1129,7 +1129,7 @@ where
                 timers.push((domain, cleanup));
             }
             register_timers(ctx, &mut entry.timers, &mut timers);
-            self.act(result, entry, &key, watermark, &mut out);
+            self.act(result, entry, key, watermark, &mut out);
             let at = entry.window.max_timestamp();
             Self::flush(ctx, at, &mut out);
         }
@@ -1148,7 +1148,7 @@ where
         let Some(mut windows) = ctx.state().take() else {
             return;
         };
-        let key = ctx.key().clone();
+        let key = ctx.key();
         let watermark = ctx.current_watermark();
         let now = processing_time_now();
         let mut out: Vec<R> = Vec::new();
@@ -1180,7 +1180,7 @@ where
                 }
             };
             register_timers(ctx, &mut entry.timers, &mut timers);
-            self.act(result, entry, &key, watermark, &mut out);
+            self.act(result, entry, key, watermark, &mut out);
             let at = entry.window.max_timestamp();
             Self::flush(ctx, at, &mut out);
             let cleanup = self.cleanup_time(&entry.window);
