@@ -12,7 +12,7 @@ use spate_types::{Data, Source, SpateError, SpateResult};
 use crate::cluster;
 use crate::config::JobConfig;
 use crate::coordinator::CheckpointRuntime;
-use crate::execute::{install_signal_handler, run_worker, JobShared, Progress};
+use crate::execute::{install_signal_handler, run_worker, JobShared, Progress, RunningJob};
 use crate::plan::{ErasedStream, NodeKind, Plan, StrategySlot};
 use crate::stream::{add_node, DataStream};
 use crate::time::WatermarkStrategy;
@@ -179,9 +179,11 @@ impl StreamEnv {
         config.apply_env()?;
         config.validate()?;
         install_signal_handler();
+        // A signal stops the jobs running when it arrives, this one from now until it returns.
+        let running = RunningJob::register();
         let start = Instant::now();
         if config.supervises() {
-            let restarts = cluster::supervise(&config)?;
+            let restarts = cluster::supervise(&config, &running)?;
             return Ok(JobResult {
                 role: Role::Supervisor,
                 elapsed: start.elapsed(),
@@ -211,6 +213,7 @@ impl StreamEnv {
                 start,
                 &mut runtime_opened,
                 &mut checkpoint_ids,
+                &running,
             );
             let error = match result {
                 Ok(mut r) => {
@@ -222,7 +225,7 @@ impl StreamEnv {
             let retryable = runtime_opened
                 && config.checkpoint_dir.is_some()
                 && error.domain() != spate_types::ErrorDomain::User
-                && !crate::execute::STOP_REQUESTED.load(std::sync::atomic::Ordering::Relaxed)
+                && !running.stop_requested()
                 && !self.stop.load(std::sync::atomic::Ordering::Relaxed);
             if !retryable {
                 return Err(error);
@@ -248,6 +251,7 @@ impl StreamEnv {
         start: Instant,
         runtime_opened: &mut bool,
         checkpoint_ids: &mut u64,
+        running: &RunningJob,
     ) -> SpateResult<JobResult> {
         let role = match config.process_index {
             None => Role::Single,
@@ -258,6 +262,7 @@ impl StreamEnv {
         let mut job = JobShared::new(
             config.clone(),
             Arc::clone(&self.stop),
+            running.flag(),
             Arc::clone(&self.progress),
         );
         job.checkpoints =
