@@ -183,14 +183,13 @@ proptest! {
     }
 }
 
+/// What [`lockstep_join`] saw: the pairs, the ids of the late records of each side (with
+/// side outputs) and the count of late records dropped.
+type Lockstep = (Vec<(u32, u32)>, Vec<u32>, Vec<u32>, u64);
+
 /// Both inputs from one source, so that they share one watermark, one record per epoch and
 /// one epoch in flight: a watermark has reached the join before the next record is read.
-/// Returns the pairs, the late records of each side (with `late_tags`) and the count of late
-/// records dropped.
-fn lockstep_join(
-    records: Vec<(bool, Rec)>,
-    late_tags: bool,
-) -> (Vec<(u32, u32)>, Vec<u32>, Vec<u32>, u64) {
+fn lockstep_join(records: Vec<(bool, Rec)>, late_tags: bool) -> Lockstep {
     let config = JobConfig {
         epoch_max_records: 1,
         poll_batch: 1,
@@ -274,11 +273,11 @@ fn interval_join_at_the_ends_of_the_timestamp_range() {
     // Bounds of +-10 ms reach beyond both ends of the range; they are cut there.
     let records = vec![
         (l, (1, min + 1, 0)),
-        (r, (1, min + 1, 1)), // joins 0
+        (r, (1, min + 1, 1)),  // joins 0
         (r, (1, min + 12, 2)), // 11 ms after 0: no pair
         (l, (1, max - 1, 3)),
-        (r, (1, max, 4)), // joins 3
-        (l, (1, max, 5)), // joins 4
+        (r, (1, max, 4)),     // joins 3
+        (l, (1, max, 5)),     // joins 4
         (r, (1, max - 1, 6)), // joins 3 and 5
     ];
     let (pairs, _, _, dropped) = lockstep_join(records, false);

@@ -508,8 +508,7 @@ fn windows_at_the_ends_of_the_timestamp_range_are_cut_there() {
         extreme_windows(tumbling, records()).unwrap(),
         vec![(MIN, MIN + 8, MIN + 7, 1), (MAX - 7, MAX, MAX - 1, 2)]
     );
-    let sliding =
-        SlidingEventTimeWindows::of(Duration::from_millis(10), Duration::from_millis(5));
+    let sliding = SlidingEventTimeWindows::of(Duration::from_millis(10), Duration::from_millis(5));
     assert_eq!(
         extreme_windows(sliding, records()).unwrap(),
         vec![

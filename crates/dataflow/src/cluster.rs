@@ -17,10 +17,10 @@ use std::time::Duration;
 
 use spate_types::{SpateError, SpateResult};
 
-use crate::execute::RunningJob;
 use crate::config::{
     JobConfig, RestartStrategy, ENV_ADDRESSES, ENV_PROCESS_INDEX, ENV_RESTORE, ENV_SUPERVISED,
 };
+use crate::execute::RunningJob;
 
 /// Runs the job's processes until they all succeed; with checkpoints, restarts the whole job
 /// from its latest completed checkpoint when one dies, as the restart strategy allows.

@@ -181,12 +181,11 @@ impl StreamEnv {
         install_signal_handler();
         // A signal stops the jobs running when it arrives, this one from now until it returns.
         let running = RunningJob::register();
-        let start = Instant::now();
         if config.supervises() {
             let restarts = cluster::supervise(&config, &running)?;
             return Ok(JobResult {
                 role: Role::Supervisor,
-                elapsed: start.elapsed(),
+                elapsed: running.elapsed(),
                 totals: BTreeMap::new(),
                 metrics: BTreeMap::from([("fullRestarts".to_owned(), restarts)]),
             });
@@ -210,7 +209,6 @@ impl StreamEnv {
                 &config,
                 &plan,
                 job_name,
-                start,
                 &mut runtime_opened,
                 &mut checkpoint_ids,
                 &running,
@@ -248,7 +246,6 @@ impl StreamEnv {
         config: &JobConfig,
         plan: &Arc<Plan>,
         job_name: &str,
-        start: Instant,
         runtime_opened: &mut bool,
         checkpoint_ids: &mut u64,
         running: &RunningJob,
@@ -340,7 +337,7 @@ impl StreamEnv {
         let totals = std::mem::take(&mut *shared.totals.lock().unwrap_or_else(|p| p.into_inner()));
         Ok(JobResult {
             role,
-            elapsed: start.elapsed(),
+            elapsed: running.elapsed(),
             totals,
             metrics: shared.metrics.snapshot(),
         })

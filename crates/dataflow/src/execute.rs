@@ -58,8 +58,12 @@ pub fn request_stop() {
 }
 
 /// A job's entry among the running jobs that [`request_stop`] reaches, from the start of
-/// `execute` to its end (restarts in place included); dropping it removes the entry.
-pub(crate) struct RunningJob(Arc<AtomicBool>);
+/// `execute` to its end (restarts in place included), with the time it started; dropping it
+/// removes the entry.
+pub(crate) struct RunningJob {
+    flag: Arc<AtomicBool>,
+    started: Instant,
+}
 
 impl RunningJob {
     /// Registers a job that has just started, with a flag no stop has set yet.
@@ -69,17 +73,25 @@ impl RunningJob {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .push(Arc::clone(&flag));
-        RunningJob(flag)
+        RunningJob {
+            flag,
+            started: Instant::now(),
+        }
+    }
+
+    /// The wall time since the job started.
+    pub(crate) fn elapsed(&self) -> Duration {
+        self.started.elapsed()
     }
 
     /// The flag that [`request_stop`] sets for this job.
     pub(crate) fn flag(&self) -> Arc<AtomicBool> {
-        Arc::clone(&self.0)
+        Arc::clone(&self.flag)
     }
 
     /// Whether a signal (or [`request_stop`]) asked this job to stop.
     pub(crate) fn stop_requested(&self) -> bool {
-        self.0.load(Ordering::Relaxed)
+        self.flag.load(Ordering::Relaxed)
     }
 }
 
@@ -88,7 +100,7 @@ impl Drop for RunningJob {
         RUNNING_JOBS
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .retain(|flag| !Arc::ptr_eq(flag, &self.0));
+            .retain(|flag| !Arc::ptr_eq(flag, &self.flag));
     }
 }
 

@@ -502,7 +502,9 @@ impl SplitCursor {
             )));
         }
         if meta.modified().ok() != id.modified {
-            return Err(changed("was rewritten (its modification time changed)".into()));
+            return Err(changed(
+                "was rewritten (its modification time changed)".into(),
+            ));
         }
         Ok(())
     }

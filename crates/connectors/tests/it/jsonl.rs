@@ -514,7 +514,9 @@ fn numbered_lines(lines: u64, tag: &str) -> String {
 }
 
 /// A reader over `path` in blocks of 64 KiB, polled once for 100 records.
-fn reader_after_one_poll(path: &Path) -> (Box<dyn spate_types::SourceReader<Vec<u8>>>, Vec<Vec<u8>>) {
+fn reader_after_one_poll(
+    path: &Path,
+) -> (Box<dyn spate_types::SourceReader<Vec<u8>>>, Vec<Vec<u8>>) {
     let source = JsonLinesSource::with_decoder(path, raw_decoder()).block_size(64 << 10);
     let mut reader = source
         .create_reader(&SourceContext {
@@ -561,7 +563,8 @@ fn a_file_rewritten_while_it_is_read_fails_naming_it() {
     // The same size, other bytes: only the modification time tells. Set it explicitly, as a
     // coarse clock could give the rewrite the time of the first write.
     let mut file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
-    file.write_all(numbered_lines(50_000, "b").as_bytes()).unwrap();
+    file.write_all(numbered_lines(50_000, "b").as_bytes())
+        .unwrap();
     file.set_modified(std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1))
         .unwrap();
     drop(file);
@@ -570,7 +573,10 @@ fn a_file_rewritten_while_it_is_read_fails_naming_it() {
     assert!(err.contains(&path.display().to_string()), "{err}");
     assert!(err.contains("changed while it was read"), "{err}");
     // No record holds bytes of the rewrite.
-    assert!(drained.records.iter().all(|r| !r.windows(3).any(|w| w == b"\"b-")));
+    assert!(drained
+        .records
+        .iter()
+        .all(|r| !r.windows(3).any(|w| w == b"\"b-")));
 }
 
 #[test]
@@ -586,7 +592,13 @@ fn a_file_that_changed_after_it_was_listed_fails_naming_it() {
         })
         .unwrap();
     std::fs::write(&path, numbered_lines(20, "a")).unwrap();
-    let err = drain(reader.as_mut(), 1000).error.expect("the reader fails").to_string();
+    let err = drain(reader.as_mut(), 1000)
+        .error
+        .expect("the reader fails")
+        .to_string();
     assert!(err.contains(&path.display().to_string()), "{err}");
-    assert!(err.contains("was 260 bytes when the job listed it"), "{err}");
+    assert!(
+        err.contains("was 260 bytes when the job listed it"),
+        "{err}"
+    );
 }
