@@ -532,8 +532,8 @@ impl SplitCursor {
             if let Some(i) = memchr::memchr(b'\n', &self.data()[from..self.len]) {
                 let start = self.head;
                 let end = from + i;
-                // Ask for the bytes a few lines ahead, as many as this line has: the lines of
-                // a mapped file sit on pages the hardware prefetcher does not cross.
+                // Ask for the bytes a few lines ahead, as many as this line has: the buffer
+                // is larger than the caches, and the hardware prefetcher stops at each page.
                 let from = self.prefetched.max(start + PREFETCH_DISTANCE);
                 self.prefetched = prefetch_range(self.data(), from, end + 1 + PREFETCH_DISTANCE);
                 self.head = end + 1;

@@ -468,11 +468,11 @@ proptest! {
     }
 }
 
-/// The fast path over memory-mapped splits (files of more than 1 MiB are mapped in windows):
-/// with a prefix decoder, the same records as with the line decoder alone, in the same order
-/// for each worker, across window and split boundaries.
+/// The fast path over large splits read in many blocks: with a prefix decoder, the same
+/// records as with the line decoder alone, in the same order for each worker, across block and
+/// split boundaries.
 #[test]
-fn prefix_decoder_over_mapped_windows() {
+fn prefix_decoder_over_large_splits() {
     let dir = tempfile::tempdir().unwrap();
     let mut content = Vec::new();
     for i in 0..60_000u32 {
