@@ -183,12 +183,13 @@ proptest! {
     }
 }
 
+/// What [`lockstep_join`] saw: the pairs, the ids of the late records of each side (with
+/// side outputs) and the count of late records dropped.
+type Lockstep = (Vec<(u32, u32)>, Vec<u32>, Vec<u32>, u64);
+
 /// Both inputs from one source, so that they share one watermark, one record per epoch and
 /// one epoch in flight: a watermark has reached the join before the next record is read.
-fn lockstep_join(
-    records: Vec<(bool, Rec)>,
-    late_tags: bool,
-) -> (Vec<(u32, u32)>, Vec<u32>, Vec<u32>) {
+fn lockstep_join(records: Vec<(bool, Rec)>, late_tags: bool) -> Lockstep {
     let config = JobConfig {
         epoch_max_records: 1,
         poll_batch: 1,
@@ -224,11 +225,17 @@ fn lockstep_join(
     } else {
         None
     };
-    env.execute("late records").expect("job runs");
+    let result = env.execute("late records").expect("job runs");
+    let dropped = result
+        .metrics
+        .iter()
+        .filter(|(k, _)| k.ends_with("numLateRecordsDropped"))
+        .map(|(_, v)| *v)
+        .sum();
     let mut pairs = out.take();
     pairs.sort();
     let (l, r) = late.map_or((vec![], vec![]), |(l, r)| (l.take(), r.take()));
-    (pairs, l, r)
+    (pairs, l, r, dropped)
 }
 
 #[test]
@@ -246,14 +253,36 @@ fn interval_join_drops_late_records_or_sends_them_to_side_outputs() {
         (l, (1, 305, 6)),
         (r, (2, 299, 7)), // late, and of a key with nothing else
     ];
-    let (pairs, left_late, right_late) = lockstep_join(records.clone(), true);
+    let (pairs, left_late, right_late, dropped) = lockstep_join(records.clone(), true);
     assert_eq!(pairs, vec![(0, 1), (6, 3)]);
     assert_eq!(left_late, vec![4]);
     assert_eq!(right_late, vec![5, 7]);
+    assert_eq!(dropped, 0, "records sent to a side output are not dropped");
 
-    let (pairs, left_late, right_late) = lockstep_join(records, false);
+    // Without side outputs the late records are dropped and counted, as windows count them.
+    let (pairs, left_late, right_late, dropped) = lockstep_join(records, false);
     assert_eq!(pairs, vec![(0, 1), (6, 3)]);
     assert!(left_late.is_empty() && right_late.is_empty());
+    assert_eq!(dropped, 3, "numLateRecordsDropped");
+}
+
+#[test]
+fn interval_join_at_the_ends_of_the_timestamp_range() {
+    let (l, r) = (true, false);
+    let (min, max) = (i64::MIN, i64::MAX);
+    // Bounds of +-10 ms reach beyond both ends of the range; they are cut there.
+    let records = vec![
+        (l, (1, min + 1, 0)),
+        (r, (1, min + 1, 1)),  // joins 0
+        (r, (1, min + 12, 2)), // 11 ms after 0: no pair
+        (l, (1, max - 1, 3)),
+        (r, (1, max, 4)),     // joins 3
+        (l, (1, max, 5)),     // joins 4
+        (r, (1, max - 1, 6)), // joins 3 and 5
+    ];
+    let (pairs, _, _, dropped) = lockstep_join(records, false);
+    assert_eq!(pairs, vec![(0, 1), (3, 4), (3, 6), (5, 4), (5, 6)]);
+    assert_eq!(dropped, 0);
 }
 
 #[test]

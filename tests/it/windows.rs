@@ -11,7 +11,8 @@ use std::time::Duration;
 use proptest::prelude::*;
 use spate::dataflow::{
     AggregateFunction, CountTrigger, EventTimeSessionWindows, GlobalWindow, OutputTag,
-    PurgingTrigger, SlidingEventTimeWindows, TimeWindow, TumblingEventTimeWindows, WindowContext,
+    PurgingTrigger, SlidingEventTimeWindows, TimeWindow, TumblingEventTimeWindows, Window,
+    WindowContext,
 };
 use spate::prelude::*;
 
@@ -466,4 +467,63 @@ fn timestamps_assigned_mid_stream_drive_windows() {
         .collect();
     env.execute("mid-stream").unwrap();
     assert_eq!(sorted(out.take()), oracle_fixed(&input, 100, 100));
+}
+
+/// `(start, end, max_timestamp, count)` of each window of key 1 over `records`.
+fn extreme_windows<A>(assigner: A, records: Vec<i64>) -> SpateResult<Vec<(i64, i64, i64, u64)>>
+where
+    A: spate::dataflow::WindowAssigner<Rec, W = TimeWindow>,
+{
+    let env = StreamEnv::new(JobConfig::local(1));
+    let input = records.into_iter().map(|ts| (1u8, ts, 1i64)).collect();
+    let out = with_time(&env, input, 0)
+        .key_by(|r: &Rec| r.0)
+        .window(assigner)
+        .allowed_lateness(Duration::from_secs(3600))
+        .aggregate_with(
+            SumCount,
+            |_: &u8,
+             w: &WindowContext<'_, TimeWindow>,
+             (_, n): (i64, u64),
+             out: &mut Vec<(i64, i64, i64, u64)>| {
+                out.push((w.window.start, w.window.end, w.window.max_timestamp(), n))
+            },
+        )
+        .collect();
+    env.execute("extreme timestamps")?;
+    Ok(sorted(out.take()))
+}
+
+#[test]
+fn windows_at_the_ends_of_the_timestamp_range_are_cut_there() {
+    const MIN: i64 = i64::MIN;
+    const MAX: i64 = i64::MAX;
+    let records = || vec![MIN + 1, MAX - 1, MAX];
+    // i64::MIN + 1 is 3 past a multiple of 10 (and i64::MAX 7 past one): the windows that hold
+    // them begin below i64::MIN or end beyond i64::MAX, and are cut there (a window's end is
+    // exclusive, so the last one also takes the record at i64::MAX). Cleanup times beyond
+    // i64::MAX saturate, as Flink's do, and the windows fire at the end of the input.
+    let tumbling = TumblingEventTimeWindows::of(Duration::from_millis(10));
+    assert_eq!(
+        extreme_windows(tumbling, records()).unwrap(),
+        vec![(MIN, MIN + 8, MIN + 7, 1), (MAX - 7, MAX, MAX - 1, 2)]
+    );
+    let sliding = SlidingEventTimeWindows::of(Duration::from_millis(10), Duration::from_millis(5));
+    assert_eq!(
+        extreme_windows(sliding, records()).unwrap(),
+        vec![
+            (MIN, MIN + 3, MIN + 2, 1),
+            (MIN, MIN + 8, MIN + 7, 1),
+            (MAX - 7, MAX, MAX - 1, 2),
+            (MAX - 2, MAX, MAX - 1, 2),
+        ]
+    );
+    let sessions = EventTimeSessionWindows::with_gap(Duration::from_millis(10));
+    assert_eq!(
+        extreme_windows(sessions, records()).unwrap(),
+        vec![(MIN + 1, MIN + 11, MIN + 10, 1), (MAX - 1, MAX, MAX - 1, 2)]
+    );
+    // i64::MIN is the marker of a record without a timestamp (as in Flink): a clear error.
+    let err = extreme_windows(tumbling, vec![MIN, MAX]).expect_err("the job fails");
+    assert!(err.to_string().contains("no timestamp"), "{err}");
 }

@@ -13,7 +13,6 @@
 
 use std::net::TcpListener;
 use std::process::{Child, Command};
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use spate_types::{SpateError, SpateResult};
@@ -21,11 +20,12 @@ use spate_types::{SpateError, SpateResult};
 use crate::config::{
     JobConfig, RestartStrategy, ENV_ADDRESSES, ENV_PROCESS_INDEX, ENV_RESTORE, ENV_SUPERVISED,
 };
+use crate::execute::RunningJob;
 
 /// Runs the job's processes until they all succeed; with checkpoints, restarts the whole job
 /// from its latest completed checkpoint when one dies, as the restart strategy allows.
 /// Returns the number of restarts (`fullRestarts`).
-pub(crate) fn supervise(config: &JobConfig) -> SpateResult<u64> {
+pub(crate) fn supervise(config: &JobConfig, running: &RunningJob) -> SpateResult<u64> {
     let mut restarts = 0u64;
     let mut backoff = Backoff::new(&config.restart_strategy);
     // The newest checkpoint id before this job began: a restart restores `latest` only once the
@@ -45,14 +45,14 @@ pub(crate) fn supervise(config: &JobConfig) -> SpateResult<u64> {
     let mut restore = config.restore.clone();
     loop {
         let started = std::time::Instant::now();
-        let failure = match run_once(config, restore.as_deref())? {
+        let failure = match run_once(config, restore.as_deref(), running)? {
             None => return Ok(restarts),
             Some(failure) => failure,
         };
         let Some(storage) = &storage else {
             return Err(failure);
         };
-        if crate::execute::STOP_REQUESTED.load(Ordering::Relaxed) {
+        if running.stop_requested() {
             return Err(failure);
         }
         let Some(delay) = backoff.next(started.elapsed()) else {
@@ -82,7 +82,11 @@ pub(crate) fn newest_complete(storage: &spate_checkpoint::CheckpointStorage) -> 
 
 /// Launches the processes once; `Ok(None)` when all succeed, `Ok(Some(error))` when one fails
 /// (the others are killed).
-fn run_once(config: &JobConfig, restore: Option<&str>) -> SpateResult<Option<SpateError>> {
+fn run_once(
+    config: &JobConfig,
+    restore: Option<&str>,
+    running: &RunningJob,
+) -> SpateResult<Option<SpateError>> {
     let addresses = if config.addresses.is_empty() {
         free_local_addresses(config.processes)?
     } else {
@@ -118,7 +122,7 @@ fn run_once(config: &JobConfig, restore: Option<&str>) -> SpateResult<Option<Spa
     tracing::info!(processes = config.processes, addresses = %addresses.join(","), "started processes");
     let mut forwarded_stop = false;
     loop {
-        if !forwarded_stop && crate::execute::STOP_REQUESTED.load(Ordering::Relaxed) {
+        if !forwarded_stop && running.stop_requested() {
             forwarded_stop = true;
             signal_all(&children, libc::SIGTERM);
         }

@@ -304,7 +304,8 @@ impl<I: Hash + Eq + Clone> DedupTable<I> {
 
     /// When the bucket of `ts` expires: the watermark at its end plus the retention.
     pub fn expiry_of(params: &TableParams, ts: Timestamp) -> Timestamp {
-        (ts.div_euclid(params.bucket_ms) + 1)
+        ts.div_euclid(params.bucket_ms)
+            .saturating_add(1)
             .saturating_mul(params.bucket_ms)
             .saturating_add(params.retention_ms)
     }
@@ -312,7 +313,8 @@ impl<I: Hash + Eq + Clone> DedupTable<I> {
     /// Drops the buckets that expire at or before `watermark`.
     pub fn expire(&mut self, params: &TableParams, watermark: Timestamp) {
         self.buckets.retain(|&index, _| {
-            (index + 1)
+            index
+                .saturating_add(1)
                 .saturating_mul(params.bucket_ms)
                 .saturating_add(params.retention_ms)
                 > watermark

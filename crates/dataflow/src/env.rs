@@ -12,7 +12,7 @@ use spate_types::{Data, Source, SpateError, SpateResult};
 use crate::cluster;
 use crate::config::JobConfig;
 use crate::coordinator::CheckpointRuntime;
-use crate::execute::{install_signal_handler, run_worker, JobShared, Progress};
+use crate::execute::{install_signal_handler, run_worker, JobShared, Progress, RunningJob};
 use crate::plan::{ErasedStream, NodeKind, Plan, StrategySlot};
 use crate::stream::{add_node, DataStream};
 use crate::time::WatermarkStrategy;
@@ -179,17 +179,18 @@ impl StreamEnv {
         config.apply_env()?;
         config.validate()?;
         install_signal_handler();
-        let start = Instant::now();
+        // A signal stops the jobs running when it arrives, this one from now until it returns.
+        let running = RunningJob::register();
         let claims = self.plan.borrow().state_ids()?;
         if config.supervises() {
             // A restore that cannot work fails here, once, not in every restarted process.
             if config.restore.is_some() {
                 check_restore(&config, &claims)?;
             }
-            let restarts = cluster::supervise(&config)?;
+            let restarts = cluster::supervise(&config, &running)?;
             return Ok(JobResult {
                 role: Role::Supervisor,
-                elapsed: start.elapsed(),
+                elapsed: running.elapsed(),
                 totals: BTreeMap::new(),
                 metrics: BTreeMap::from([("fullRestarts".to_owned(), restarts)]),
             });
@@ -217,9 +218,9 @@ impl StreamEnv {
                 &config,
                 &plan,
                 job_name,
-                start,
                 &mut runtime_opened,
                 &mut checkpoint_ids,
+                &running,
             );
             let error = match result {
                 Ok(mut r) => {
@@ -231,7 +232,7 @@ impl StreamEnv {
             let retryable = runtime_opened
                 && config.checkpoint_dir.is_some()
                 && error.domain() != spate_types::ErrorDomain::User
-                && !crate::execute::STOP_REQUESTED.load(std::sync::atomic::Ordering::Relaxed)
+                && !running.stop_requested()
                 && !self.stop.load(std::sync::atomic::Ordering::Relaxed);
             if !retryable {
                 return Err(error);
@@ -262,9 +263,9 @@ impl StreamEnv {
         config: &JobConfig,
         plan: &Arc<Plan>,
         job_name: &str,
-        start: Instant,
         runtime_opened: &mut bool,
         checkpoint_ids: &mut u64,
+        running: &RunningJob,
     ) -> SpateResult<JobResult> {
         let role = match config.process_index {
             None => Role::Single,
@@ -275,6 +276,7 @@ impl StreamEnv {
         let mut job = JobShared::new(
             config.clone(),
             Arc::clone(&self.stop),
+            running.flag(),
             Arc::clone(&self.progress),
         );
         let claims = plan.state_ids()?;
@@ -358,7 +360,7 @@ impl StreamEnv {
         let totals = std::mem::take(&mut *shared.totals.lock().unwrap_or_else(|p| p.into_inner()));
         Ok(JobResult {
             role,
-            elapsed: start.elapsed(),
+            elapsed: running.elapsed(),
             totals,
             metrics: shared.metrics.snapshot(),
         })

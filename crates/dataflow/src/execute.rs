@@ -42,13 +42,66 @@ use crate::time::{
     self, SourceWatermarks, Timestamp, WatermarkStrategy, WmMsg, MAX_WATERMARK, NO_TIMESTAMP,
 };
 
-/// Set by Ctrl-C / SIGTERM: every running job in the process stops its sources and drains.
-pub(crate) static STOP_REQUESTED: AtomicBool = AtomicBool::new(false);
+/// The signal-stop flags of the jobs running in this process. Ctrl-C and SIGTERM set those of
+/// the jobs running at that moment; a job that starts later registers a fresh flag, so a stop
+/// never reaches a job that was not running when it was asked for.
+static RUNNING_JOBS: Mutex<Vec<Arc<AtomicBool>>> = Mutex::new(Vec::new());
 
-/// Asks every job in this process to stop cleanly: sources close, sinks flush, `execute`
-/// returns `Ok`. This is what Ctrl-C and SIGTERM do.
+/// Asks every job running in this process to stop cleanly: sources close, sinks flush,
+/// `execute` returns `Ok`. This is what Ctrl-C and SIGTERM do. Jobs started afterwards are not
+/// affected.
 pub fn request_stop() {
-    STOP_REQUESTED.store(true, Ordering::SeqCst);
+    let running = RUNNING_JOBS.lock().unwrap_or_else(|p| p.into_inner());
+    for flag in running.iter() {
+        flag.store(true, Ordering::SeqCst);
+    }
+}
+
+/// A job's entry among the running jobs that [`request_stop`] reaches, from the start of
+/// `execute` to its end (restarts in place included), with the time it started; dropping it
+/// removes the entry.
+pub(crate) struct RunningJob {
+    flag: Arc<AtomicBool>,
+    started: Instant,
+}
+
+impl RunningJob {
+    /// Registers a job that has just started, with a flag no stop has set yet.
+    pub(crate) fn register() -> Self {
+        let flag = Arc::new(AtomicBool::new(false));
+        RUNNING_JOBS
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(Arc::clone(&flag));
+        RunningJob {
+            flag,
+            started: Instant::now(),
+        }
+    }
+
+    /// The wall time since the job started.
+    pub(crate) fn elapsed(&self) -> Duration {
+        self.started.elapsed()
+    }
+
+    /// The flag that [`request_stop`] sets for this job.
+    pub(crate) fn flag(&self) -> Arc<AtomicBool> {
+        Arc::clone(&self.flag)
+    }
+
+    /// Whether a signal (or [`request_stop`]) asked this job to stop.
+    pub(crate) fn stop_requested(&self) -> bool {
+        self.flag.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for RunningJob {
+    fn drop(&mut self) {
+        RUNNING_JOBS
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|flag| !Arc::ptr_eq(flag, &self.flag));
+    }
 }
 
 /// Installs the Ctrl-C / SIGTERM handler that calls [`request_stop`] (once per process).
@@ -67,8 +120,10 @@ pub(crate) struct JobShared {
     /// Set when any worker of this process fails; all of them then stop.
     abort: AtomicBool,
     error: Mutex<Option<SpateError>>,
-    /// A stop asked for by the API (in addition to signals).
+    /// A stop asked for by the API ([`crate::StopHandle`]).
     pub(crate) stop: Arc<AtomicBool>,
+    /// A stop asked for by a signal or [`request_stop`] while this job runs.
+    signal_stop: Arc<AtomicBool>,
     pub(crate) metrics: Arc<Metrics>,
     /// Source-side totals over all workers of all processes, filled on global worker 0.
     pub(crate) totals: Mutex<BTreeMap<String, u64>>,
@@ -91,12 +146,18 @@ pub struct Progress {
 }
 
 impl JobShared {
-    pub(crate) fn new(config: JobConfig, stop: Arc<AtomicBool>, progress: Arc<Progress>) -> Self {
+    pub(crate) fn new(
+        config: JobConfig,
+        stop: Arc<AtomicBool>,
+        signal_stop: Arc<AtomicBool>,
+        progress: Arc<Progress>,
+    ) -> Self {
         JobShared {
             config,
             abort: AtomicBool::new(false),
             error: Mutex::new(None),
             stop,
+            signal_stop,
             metrics: Arc::new(Metrics::default()),
             totals: Mutex::new(BTreeMap::new()),
             progress,
@@ -144,7 +205,7 @@ impl JobShared {
     }
 
     fn stop_requested(&self) -> bool {
-        self.stop.load(Ordering::Relaxed) || STOP_REQUESTED.load(Ordering::Relaxed)
+        self.stop.load(Ordering::Relaxed) || self.signal_stop.load(Ordering::Relaxed)
     }
 }
 

@@ -36,7 +36,7 @@ use crate::process::{
     no_timestamp_error, Either, KeyedCoProcessFunction, OutputTag, ProcessContext, TimeDomain,
 };
 use crate::stream::DataStream;
-use crate::time::{Timestamp, NO_TIMESTAMP};
+use crate::time::{Timestamp, MAX_WATERMARK, NO_TIMESTAMP};
 use crate::window::{Trigger, Window, WindowAssigner, WindowContext, WindowedStream};
 
 // ---------------------------------------------------------------------------------------------
@@ -339,8 +339,9 @@ where
             return;
         }
         if ts < ctx.current_watermark() {
-            if let Some(tag) = &self.left_late {
-                ctx.output(tag, a);
+            match &self.left_late {
+                Some(tag) => ctx.output(tag, a),
+                None => ctx.count_late_record_dropped(),
             }
             return;
         }
@@ -367,8 +368,9 @@ where
             return;
         }
         if ts < ctx.current_watermark() {
-            if let Some(tag) = &self.right_late {
-                ctx.output(tag, b);
+            match &self.right_late {
+                Some(tag) => ctx.output(tag, b),
+                None => ctx.count_late_record_dropped(),
             }
             return;
         }
@@ -400,6 +402,12 @@ where
         // Timers are per key and time only, so one timer stands for Flink's two cleanup
         // namespaces: the left bucket and the right bucket whose cleanup time this is.
         let state = ctx.state();
+        if timestamp == MAX_WATERMARK {
+            // The end of event time, where cleanup times that would lie beyond it saturate:
+            // nothing can join any more.
+            *state = None;
+            return;
+        }
         if let Some(buffers) = state.as_mut() {
             buffers.left.remove(&self.bounds.left_bucket(timestamp));
             buffers.right.remove(&self.bounds.right_bucket(timestamp));

@@ -718,7 +718,7 @@ where
                                 emitted.clear();
                             }
                             if let Some(next) = inst.processing_timers.next() {
-                                let wait = (next + 1 - now).max(1) as u64;
+                                let wait = next.saturating_sub(now).saturating_add(1).max(1) as u64;
                                 activator.activate_after(Duration::from_millis(wait));
                             }
                             let least = [data_frontier.frontier(), wm_frontier.frontier()]

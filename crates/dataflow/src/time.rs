@@ -91,7 +91,7 @@ pub struct BoundedOutOfOrderness {
 impl BoundedOutOfOrderness {
     /// A generator that tolerates records up to `bound` late.
     pub fn new(bound: Duration) -> Self {
-        let bound_ms = bound.as_millis() as i64;
+        let bound_ms = i64::try_from(bound.as_millis()).unwrap_or(i64::MAX);
         BoundedOutOfOrderness {
             max_ts: NO_TIMESTAMP.saturating_add(bound_ms).saturating_add(1),
             bound_ms,

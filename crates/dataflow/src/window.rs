@@ -77,16 +77,33 @@ impl TimeWindow {
         TimeWindow { start, end }
     }
 
-    /// Flink's `TimeWindow.getWindowStartWithOffset`.
+    /// Flink's `TimeWindow.getWindowStartWithOffset`: the start of the window of `size` (and
+    /// `offset`) that holds `timestamp`; at the low end of the range the start saturates at
+    /// `i64::MIN` (Flink's `long` arithmetic wraps around there).
     pub fn start_with_offset(timestamp: Timestamp, offset: i64, size: i64) -> Timestamp {
-        let remainder = (timestamp - offset).rem_euclid(size);
-        timestamp - remainder
+        Self::aligned(timestamp, offset, size).start
     }
+
+    /// The window of `size` (and `offset`) that holds `timestamp`, computed without overflow:
+    /// near the ends of the `i64` range it is cut at `i64::MIN` and `i64::MAX`. (The last
+    /// window ends at `i64::MAX`, exclusive, so a record at `i64::MAX` lies past its
+    /// `max_timestamp`; it still belongs to it.)
+    pub(crate) fn aligned(timestamp: Timestamp, offset: i64, size: i64) -> TimeWindow {
+        let size = i128::from(size.max(1));
+        let ts = i128::from(timestamp);
+        let start = ts - (ts - i128::from(offset)).rem_euclid(size);
+        TimeWindow::new(saturate(start), saturate(start + size))
+    }
+}
+
+/// An `i128` time cut into the `i64` range.
+fn saturate(t: i128) -> Timestamp {
+    t.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64
 }
 
 impl Window for TimeWindow {
     fn max_timestamp(&self) -> Timestamp {
-        self.end - 1
+        self.end.saturating_sub(1)
     }
     fn merge_with(&self, other: &Self) -> Option<Self> {
         // Flink's `TimeWindow.intersects`: touching windows merge too.
@@ -161,8 +178,7 @@ impl TumblingEventTimeWindows {
 impl<T> WindowAssigner<T> for TumblingEventTimeWindows {
     type W = TimeWindow;
     fn assign_windows(&self, _: &T, ts: Timestamp, _: Timestamp, out: &mut WindowBuf<TimeWindow>) {
-        let start = TimeWindow::start_with_offset(ts, self.offset, self.size);
-        out.push(TimeWindow::new(start, start + self.size));
+        out.push(TimeWindow::aligned(ts, self.offset, self.size));
     }
     fn default_trigger(&self) -> Arc<dyn Trigger<T, TimeWindow>> {
         Arc::new(EventTimeTrigger)
@@ -191,11 +207,13 @@ impl SlidingEventTimeWindows {
     }
 }
 
+/// Flink's `SlidingEventTimeWindows.assignWindows`, in `i128` so that the windows near the ends
+/// of the `i64` range are cut there instead of wrapping around.
 fn sliding(ts: Timestamp, size: i64, slide: i64, offset: i64, out: &mut WindowBuf<TimeWindow>) {
-    let last_start = TimeWindow::start_with_offset(ts, offset, slide);
-    let mut start = last_start;
-    while start > ts - size {
-        out.push(TimeWindow::new(start, start + size));
+    let (wide_ts, size, slide) = (i128::from(ts), i128::from(size), i128::from(slide));
+    let mut start = wide_ts - (wide_ts - i128::from(offset)).rem_euclid(slide);
+    while start > wide_ts - size {
+        out.push(TimeWindow::new(saturate(start), saturate(start + size)));
         start -= slide;
     }
 }
@@ -264,8 +282,7 @@ impl TumblingProcessingTimeWindows {
 impl<T> WindowAssigner<T> for TumblingProcessingTimeWindows {
     type W = TimeWindow;
     fn assign_windows(&self, _: &T, _: Timestamp, now: Timestamp, out: &mut WindowBuf<TimeWindow>) {
-        let start = TimeWindow::start_with_offset(now, self.offset, self.size);
-        out.push(TimeWindow::new(start, start + self.size));
+        out.push(TimeWindow::aligned(now, self.offset, self.size));
     }
     fn default_trigger(&self) -> Arc<dyn Trigger<T, TimeWindow>> {
         Arc::new(ProcessingTimeTrigger)
@@ -662,8 +679,7 @@ impl<T, W: Window> Trigger<T, W> for ContinuousEventTimeTrigger {
         }
         ctx.register_event_time_timer(w.max_timestamp());
         if ctx.state().fire_at.is_none() {
-            let start = ts - ts.rem_euclid(self.interval);
-            let next = start + self.interval;
+            let next = TimeWindow::aligned(ts, 0, self.interval).end;
             ctx.state().fire_at = Some(next);
             ctx.register_event_time_timer(next);
         }
@@ -674,9 +690,12 @@ impl<T, W: Window> Trigger<T, W> for ContinuousEventTimeTrigger {
             return TriggerResult::Fire;
         }
         if ctx.state().fire_at == Some(time) {
-            let next = time + self.interval;
+            // At the end of the range there is no next firing.
+            let next = time.saturating_add(self.interval);
             ctx.state().fire_at = Some(next);
-            ctx.register_event_time_timer(next);
+            if next > time {
+                ctx.register_event_time_timer(next);
+            }
             return TriggerResult::Fire;
         }
         TriggerResult::Continue
@@ -720,7 +739,7 @@ impl<T, W: Window> Trigger<T, W> for ContinuousProcessingTimeTrigger {
     ) -> TriggerResult {
         if ctx.state().fire_at.is_none() {
             let now = ctx.current_processing_time();
-            let next = now - now.rem_euclid(self.interval) + self.interval;
+            let next = TimeWindow::aligned(now, 0, self.interval).end;
             ctx.state().fire_at = Some(next);
             ctx.register_processing_time_timer(next);
         }
@@ -736,9 +755,12 @@ impl<T, W: Window> Trigger<T, W> for ContinuousProcessingTimeTrigger {
         ctx: &mut TriggerContext<'_>,
     ) -> TriggerResult {
         if ctx.state().fire_at == Some(time) {
-            let next = time + self.interval;
+            // At the end of the range there is no next firing.
+            let next = time.saturating_add(self.interval);
             ctx.state().fire_at = Some(next);
-            ctx.register_processing_time_timer(next);
+            if next > time {
+                ctx.register_processing_time_timer(next);
+            }
             return TriggerResult::Fire;
         }
         TriggerResult::Continue

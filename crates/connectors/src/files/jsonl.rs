@@ -17,10 +17,15 @@
 //!
 //! # Speed
 //!
-//! A reader reads large blocks (2 MiB by default) straight into one reusable buffer, finds
-//! newlines with `memchr`, and hands the decoder a slice of that buffer: no allocation and no
-//! copy per line. A line that crosses a block boundary is moved to the front of the buffer
-//! (which grows if one line is larger than the buffer).
+//! A reader reads large blocks (2 MiB by default, with positioned reads: `pread`) straight into
+//! one reusable buffer, finds newlines with `memchr`, and hands the decoder a slice of that
+//! buffer: no allocation and no copy per line. A line that crosses a block boundary is moved
+//! to the front of the buffer (which grows if one line is larger than the buffer).
+//!
+//! Files are read, not memory-mapped: a mapped file that shrinks raises SIGBUS on the next
+//! access to a lost page, which no error handling can catch, while a read simply returns
+//! fewer bytes. Measured on the Nexmark JSON-lines benchmark, reading costs no more than
+//! mapping did (see `BENCHMARKS.md`).
 //!
 //! # Line numbers
 //!
@@ -65,14 +70,21 @@
 //! Each split also has its own watermark generator ([`SourceOutput::split`]), as in Flink's
 //! split-aware file source.
 //!
-//! The input files must not change while the job reads them.
+//! # Input that changes while it is read
+//!
+//! The input files must not change while the job reads them. A reader notices when one does:
+//! it compares the file's size and modification time with those at listing and opening, after
+//! every block it reads and when a split ends, and a file that ends before its listed size was
+//! truncated. Either fails the job with an error that names the file; no record is made of
+//! bytes that were not those of the file as it was listed.
 
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::SystemTime;
 
-use memmap2::{Mmap, MmapOptions};
 use serde::de::DeserializeOwned;
 use spate_types::{
     BadRecordPolicy, Row, Schema, Source, SourceContext, SourceOutput, SourceReader, SourceStatus,
@@ -89,12 +101,6 @@ pub const DEFAULT_SPLIT_SIZE: u64 = 64 << 20;
 /// The default size of each read from a file: 2 MiB.
 pub const DEFAULT_BLOCK_SIZE: usize = 2 << 20;
 
-/// The size of each memory-mapped window of a file: 4 MiB.
-pub const DEFAULT_MAP_WINDOW: usize = 4 << 20;
-
-/// Splits smaller than this are read with `read` even when mapping is on.
-const MIN_MAPPED_SPLIT: u64 = 1 << 20;
-
 /// After the prefix decoder misses lines in a row, at most this many lines are read the usual
 /// way before it is tried again (so input it never takes costs little).
 const PREFIX_MISS_LINES: u32 = 64;
@@ -102,7 +108,8 @@ const PREFIX_MISS_LINES: u32 = 64;
 /// How far ahead of the line being decoded by the prefix decoder the reader prefetches.
 const PREFIX_PREFETCH: usize = 24 << 10;
 
-/// How far ahead of the line being read the reader asks the CPU to prefetch.
+/// How far ahead of the line being read the reader asks the CPU to prefetch (the buffer is
+/// larger than the caches, and the kernel's copy into it leaves it cold).
 const PREFETCH_DISTANCE: usize = 8 << 10;
 
 /// How far past its end a split reads at first for its last line; a longer line doubles the
@@ -147,7 +154,6 @@ pub struct JsonLinesSource<T> {
     policy: BadRecordPolicy,
     split_size: u64,
     block_size: usize,
-    map_window: Option<usize>,
 }
 
 impl<T: DeserializeOwned + Send + 'static> JsonLinesSource<T> {
@@ -193,7 +199,6 @@ impl<T> JsonLinesSource<T> {
             policy: BadRecordPolicy::default(),
             split_size: DEFAULT_SPLIT_SIZE,
             block_size: DEFAULT_BLOCK_SIZE,
-            map_window: Some(DEFAULT_MAP_WINDOW),
         }
     }
 
@@ -228,14 +233,6 @@ impl<T> JsonLinesSource<T> {
     /// byte; the buffer grows by itself when one line does not fit.
     pub fn block_size(mut self, bytes: usize) -> Self {
         self.block_size = bytes.max(1);
-        self
-    }
-
-    /// Reads regular files through memory-mapped windows (`true`, the default: the bytes are
-    /// parsed where the kernel caches them, without a copy) or with `read` calls into a
-    /// buffer (`false`). Other files (pipes, devices) are always read with `read`.
-    pub fn memory_map(mut self, on: bool) -> Self {
-        self.map_window = on.then_some(DEFAULT_MAP_WINDOW);
         self
     }
 
@@ -285,7 +282,6 @@ impl<T: Send + 'static> Source<T> for JsonLinesSource<T> {
             cursor: None,
             spare_buf: Vec::new(),
             block_size: self.block_size,
-            map_window: self.map_window,
             index: LineIndex::default(),
             base_lines: None,
             done_bytes: 0,
@@ -347,14 +343,11 @@ pub(crate) fn plan_splits(files: &[InputFile], split_size: u64) -> Vec<Split> {
 struct SplitCursor {
     file: File,
     split: Split,
-    /// The read buffer (when the file is read with `read`).
+    /// The read buffer.
     buf: Vec<u8>,
-    /// The mapped window of the file (when it is memory-mapped): `buf` is unused then.
-    map: Option<Mmap>,
-    /// Map windows of this size instead of reading (`None`: read into `buf`).
-    map_window: Option<usize>,
-    /// The file's length when it was opened (mapped files only).
-    file_len: u64,
+    /// The file's size and modification time when it was listed and opened (regular files
+    /// only): any other size or time later means that it changed while it was read.
+    identity: Option<FileIdentity>,
     /// Start of the unread data in `buf`.
     head: usize,
     /// End of the valid data in `buf`.
@@ -376,38 +369,43 @@ struct SplitCursor {
 }
 
 impl SplitCursor {
-    /// Opens `split` of `path`, skipping to its first line (or, with `resume_at`, at that
-    /// offset, which must be a line start inside the split or its end). With `map_window`, a regular file
-    /// is read through memory-mapped windows of that size (no copy); otherwise, and for other
-    /// files, with `read` calls of `block_size` bytes into `buf`.
+    /// Opens `split` of `input`, skipping to its first line (or, with `resume_at`, at that
+    /// offset, which must be a line start inside the split or its end), to be read with
+    /// positioned reads of `block_size` bytes into `buf`.
     fn open(
-        path: &Path,
+        input: &InputFile,
         split: Split,
         mut buf: Vec<u8>,
         block_size: usize,
-        map_window: Option<usize>,
         resume_at: Option<u64>,
     ) -> io::Result<Self> {
-        let mut file = File::open(path)?;
+        let file = File::open(&input.path)?;
         let meta = file.metadata()?;
-        let map_window = map_window.filter(|_| meta.is_file());
+        let identity = if meta.is_file() {
+            if meta.len() != input.len {
+                return Err(changed(format!(
+                    "was {} bytes when the job listed it and is {} bytes now",
+                    input.len,
+                    meta.len()
+                )));
+            }
+            Some(FileIdentity {
+                len: input.len,
+                modified: meta.modified().ok(),
+            })
+        } else {
+            None
+        };
         // A restored split resumes at a line start: nothing to skip.
         let from = resume_at.unwrap_or(split.start);
-        if map_window.is_none() {
-            if from > 0 {
-                file.seek(SeekFrom::Start(from))?;
-            }
-            if buf.len() < block_size {
-                buf.resize(block_size, 0);
-            }
+        if buf.len() < block_size {
+            buf.resize(block_size, 0);
         }
         let mut cursor = SplitCursor {
             file,
             split,
             buf,
-            map: None,
-            map_window,
-            file_len: meta.len(),
+            identity,
             head: 0,
             len: 0,
             scanned: 0,
@@ -455,9 +453,6 @@ impl SplitCursor {
     /// (at least [`LOOKAHEAD`], and at least as much as is buffered, so a long line is read in
     /// doubling steps); at most what the buffer holds. Returns `false` at the end of the file.
     fn fill(&mut self, beyond_end: bool) -> io::Result<bool> {
-        if let Some(window) = self.map_window {
-            return self.remap(window);
-        }
         if self.head > 0 {
             self.buf.copy_within(self.head..self.len, 0);
             self.len -= self.head;
@@ -483,12 +478,24 @@ impl SplitCursor {
         let room = self.buf.len() - self.len;
         let take = usize::try_from(wanted).map_or(room, |w| w.min(room));
         loop {
-            match self.file.read(&mut self.buf[self.len..self.len + take]) {
+            match self
+                .file
+                .read_at(&mut self.buf[self.len..self.len + take], read_pos)
+            {
                 Ok(0) => {
+                    if let Some(id) = &self.identity {
+                        if read_pos < id.len {
+                            return Err(truncated(id.len, read_pos));
+                        }
+                    }
+                    self.check_unchanged()?;
                     self.eof = true;
                     return Ok(false);
                 }
                 Ok(n) => {
+                    // The bytes just read are the file's as it was listed only if it has not
+                    // changed since: checked after the read, so a change during it shows.
+                    self.check_unchanged()?;
                     self.len += n;
                     return Ok(true);
                 }
@@ -498,37 +505,35 @@ impl SplitCursor {
         }
     }
 
-    /// The bytes of the buffer or of the mapped window.
-    #[inline(always)]
-    fn data(&self) -> &[u8] {
-        match &self.map {
-            Some(map) => map,
-            None => &self.buf,
+    /// Fails when the file's size or modification time is not what it was when the job
+    /// listed and opened it.
+    fn check_unchanged(&self) -> io::Result<()> {
+        let Some(id) = &self.identity else {
+            return Ok(());
+        };
+        let meta = self.file.metadata()?;
+        if meta.len() < id.len {
+            return Err(truncated(id.len, meta.len()));
         }
+        if meta.len() != id.len {
+            return Err(changed(format!(
+                "grew from {} to {} bytes",
+                id.len,
+                meta.len()
+            )));
+        }
+        if meta.modified().ok() != id.modified {
+            return Err(changed(
+                "was rewritten (its modification time changed)".into(),
+            ));
+        }
+        Ok(())
     }
 
-    /// Maps the next window of the file: from the page that holds the unread bytes, `window`
-    /// bytes or twice the unread bytes (so a long line is mapped in doubling steps), at most
-    /// to the end of the file. Returns `false` at the end of the file.
-    fn remap(&mut self, window: usize) -> io::Result<bool> {
-        let data_end = self.head_pos + (self.len - self.head) as u64;
-        if data_end >= self.file_len {
-            self.eof = true;
-            return Ok(false);
-        }
-        let start = self.head_pos - self.head_pos % MAP_ALIGN;
-        let keep = data_end - start;
-        let size = (window as u64)
-            .max(keep.saturating_mul(2))
-            .min(self.file_len - start);
-        let size = usize::try_from(size).map_err(io::Error::other)?;
-        self.map = None;
-        let map = map_range(&self.file, start, size)?;
-        self.head = (self.head_pos - start) as usize;
-        self.len = map.len();
-        self.map = Some(map);
-        self.prefetched = 0;
-        Ok(true)
+    /// The bytes of the buffer.
+    #[inline(always)]
+    fn data(&self) -> &[u8] {
+        &self.buf
     }
 
     /// The next line of the split, without its `\n`, with its 1-based number within the split,
@@ -548,8 +553,8 @@ impl SplitCursor {
             if let Some(i) = memchr::memchr(b'\n', &self.data()[from..self.len]) {
                 let start = self.head;
                 let end = from + i;
-                // Ask for the bytes a few lines ahead, as many as this line has: the lines of
-                // a mapped file sit on pages the hardware prefetcher does not cross.
+                // Ask for the bytes a few lines ahead, as many as this line has: the buffer
+                // is larger than the caches, and the hardware prefetcher stops at each page.
                 let from = self.prefetched.max(start + PREFETCH_DISTANCE);
                 self.prefetched = prefetch_range(self.data(), from, end + 1 + PREFETCH_DISTANCE);
                 self.head = end + 1;
@@ -631,25 +636,28 @@ impl SplitCursor {
     }
 }
 
-/// The alignment of a mapped window's start: a multiple of the page size of every platform.
-const MAP_ALIGN: u64 = 64 << 10;
+/// A file's size and modification time, to notice that it changed while it was read.
+#[derive(Debug, Clone, Copy)]
+struct FileIdentity {
+    len: u64,
+    modified: Option<SystemTime>,
+}
 
-/// Maps `len` bytes of `file` from `offset` (a multiple of [`MAP_ALIGN`]), read-only, with
-/// its pages loaded up front.
-#[allow(unsafe_code)]
-fn map_range(file: &File, offset: u64, len: usize) -> io::Result<Mmap> {
-    // SAFETY: the mapping is read-only and this process never writes the file. The bytes
-    // behind the slices handed out stay put as long as no one else changes the file, which is
-    // the documented contract of this source: input files must not change while a job reads
-    // them. (Should one shrink anyway, touching its lost pages raises SIGBUS.)
-    let map = unsafe {
-        MmapOptions::new()
-            .offset(offset)
-            .len(len)
-            .populate()
-            .map(file)?
-    };
-    Ok(map)
+/// The error of a file that got shorter while it was read.
+fn truncated(listed: u64, now: u64) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::UnexpectedEof,
+        format!(
+            "the file was truncated while it was read (from {listed} to {now} bytes); input files must not change during a job"
+        ),
+    )
+}
+
+/// The error of a file that changed in another way while it was read.
+fn changed(how: String) -> io::Error {
+    io::Error::other(format!(
+        "the file changed while it was read: it {how}; input files must not change during a job"
+    ))
 }
 
 /// Prefetches the cache lines of `data[from..upto]` (cut at its end), 64 bytes apart, and
@@ -759,7 +767,6 @@ struct JsonLinesReader<T> {
     /// The buffer of the last finished split, reused by the next one.
     spare_buf: Vec<u8>,
     block_size: usize,
-    map_window: Option<usize>,
     index: LineIndex,
     /// Lines before the current split's first line, once counted.
     base_lines: Option<u64>,
@@ -790,15 +797,13 @@ impl<T> SourceReader<T> for JsonLinesReader<T> {
                 };
                 self.next_split += 1;
                 let split = planned.split;
-                let path = &self.files[split.file].path;
+                let input = &self.files[split.file];
                 let buf = std::mem::take(&mut self.spare_buf);
-                // Small splits are read: mapping costs system calls that only pay off on
-                // large ones.
-                let map_window = self.map_window.filter(|_| split.len() >= MIN_MAPPED_SPLIT);
                 let resume_at = planned.resume.map(|r| r.offset);
-                let cursor =
-                    SplitCursor::open(path, split, buf, self.block_size, map_window, resume_at)
-                        .map_err(|e| io_error(path, "cannot read the JSON-lines input file", e))?;
+                let cursor = SplitCursor::open(input, split, buf, self.block_size, resume_at)
+                    .map_err(|e| {
+                        io_error(&input.path, "cannot read the JSON-lines input file", e)
+                    })?;
                 self.cursor = Some(cursor);
                 self.base_lines = planned.resume.and_then(|r| r.line);
                 // Each split has its own watermark generator.
@@ -828,6 +833,15 @@ impl<T> SourceReader<T> for JsonLinesReader<T> {
             let (number, line) = match cursor.next_line() {
                 Ok(Some(line)) => line,
                 Ok(None) => {
+                    // The split's records came from the file as it was listed only if it is
+                    // still that file now.
+                    cursor.check_unchanged().map_err(|e| {
+                        io_error(
+                            &self.files[split.file].path,
+                            "cannot read the JSON-lines input file",
+                            e,
+                        )
+                    })?;
                     if let Some(base) = self.base_lines {
                         self.index = LineIndex {
                             file: split.file,
@@ -994,14 +1008,13 @@ mod tests {
     }
 
     /// Every line of every split, as (split, line text).
-    fn read_splits(path: &Path, split_size: u64, block: usize, map: bool) -> Vec<Vec<Vec<u8>>> {
+    fn read_splits(path: &Path, split_size: u64, block: usize) -> Vec<Vec<Vec<u8>>> {
         let files = input(path);
         plan_splits(&files, split_size)
             .into_iter()
             .map(|split| {
-                let window = map.then_some(block);
                 let mut cursor =
-                    SplitCursor::open(path, split, Vec::new(), block, window, None).unwrap();
+                    SplitCursor::open(&files[0], split, Vec::new(), block, None).unwrap();
                 let mut lines = Vec::new();
                 while let Some((_, line)) = cursor.next_line().unwrap() {
                     lines.push(line.to_vec());
@@ -1067,25 +1080,20 @@ mod tests {
         let expected: Vec<Vec<u8>> = text.split('\n').map(|l| l.as_bytes().to_vec()).collect();
         for split_size in 1..=30 {
             for block in [1, 2, 3, 7, 64] {
-                for map in [false, true] {
-                    let all: Vec<Vec<u8>> = read_splits(&path, split_size, block, map)
-                        .into_iter()
-                        .flatten()
-                        .collect();
-                    assert_eq!(
-                        all, expected,
-                        "split size {split_size}, block {block}, map {map}"
-                    );
-                }
+                let all: Vec<Vec<u8>> = read_splits(&path, split_size, block)
+                    .into_iter()
+                    .flatten()
+                    .collect();
+                assert_eq!(all, expected, "split size {split_size}, block {block}");
             }
         }
     }
 
     #[test]
-    fn mapped_windows_cross_pages_and_long_lines() {
+    fn blocks_cross_long_lines() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("x.jsonl");
-        // Lines of many lengths, one of them longer than several windows, and no final newline.
+        // Lines of many lengths, one of them longer than several blocks, and no final newline.
         let mut text = Vec::new();
         for i in 0..40_000u32 {
             let len = if i == 20_000 {
@@ -1100,12 +1108,12 @@ mod tests {
         std::fs::write(&path, &text).unwrap();
         let expected: Vec<Vec<u8>> = text.split(|&b| b == b'\n').map(<[u8]>::to_vec).collect();
         for split_size in [999, 65_536, 100_003, 1 << 30] {
-            for window in [1, 4096, 70_000, 1 << 20] {
-                let all: Vec<Vec<u8>> = read_splits(&path, split_size, window, true)
+            for block in [1, 4096, 70_000, 1 << 20] {
+                let all: Vec<Vec<u8>> = read_splits(&path, split_size, block)
                     .into_iter()
                     .flatten()
                     .collect();
-                assert!(all == expected, "split size {split_size}, window {window}");
+                assert!(all == expected, "split size {split_size}, block {block}");
             }
         }
     }

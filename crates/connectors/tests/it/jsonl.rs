@@ -468,11 +468,11 @@ proptest! {
     }
 }
 
-/// The fast path over memory-mapped splits (files of more than 1 MiB are mapped in windows):
-/// with a prefix decoder, the same records as with the line decoder alone, in the same order
-/// for each worker, across window and split boundaries.
+/// The fast path over large splits read in many blocks: with a prefix decoder, the same
+/// records as with the line decoder alone, in the same order for each worker, across block and
+/// split boundaries.
 #[test]
-fn prefix_decoder_over_mapped_windows() {
+fn prefix_decoder_over_large_splits() {
     let dir = tempfile::tempdir().unwrap();
     let mut content = Vec::new();
     for i in 0..60_000u32 {
@@ -504,4 +504,101 @@ fn prefix_decoder_over_mapped_windows() {
         let lines: usize = fast.iter().map(|d| d.records.len()).sum();
         assert_eq!(lines, 60_000);
     }
+}
+
+/// A file of `lines` JSON lines of about 40 bytes, with `tag` in each.
+fn numbered_lines(lines: u64, tag: &str) -> String {
+    (0..lines)
+        .map(|i| format!("{{\"id\":{i},\"tag\":\"{tag}-{:06}\"}}\n", i % 1_000_000))
+        .collect()
+}
+
+/// A reader over `path` in blocks of 64 KiB, polled once for 100 records.
+fn reader_after_one_poll(
+    path: &Path,
+) -> (Box<dyn spate_types::SourceReader<Vec<u8>>>, Vec<Vec<u8>>) {
+    let source = JsonLinesSource::with_decoder(path, raw_decoder()).block_size(64 << 10);
+    let mut reader = source
+        .create_reader(&SourceContext {
+            worker_index: 0,
+            workers: 1,
+        })
+        .unwrap();
+    let (mut records, mut dead, mut dropped) = (Vec::new(), Vec::new(), 0);
+    let mut out = spate_types::SourceOutput::new(&mut records, &mut dead, &mut dropped);
+    reader.poll(&mut out, 100).unwrap();
+    assert_eq!(records.len(), 100);
+    (reader, records)
+}
+
+#[test]
+fn a_file_truncated_while_it_is_read_fails_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("shrinks.jsonl");
+    let content = numbered_lines(50_000, "a");
+    std::fs::write(&path, &content).unwrap();
+    let (mut reader, first) = reader_after_one_poll(&path);
+    // Cut the file in the middle of its second block, in the middle of a line.
+    let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    file.set_len(100_003).unwrap();
+    drop(file);
+    let drained = drain(reader.as_mut(), 1000);
+    let err = drained.error.expect("the reader fails").to_string();
+    assert!(err.contains(&path.display().to_string()), "{err}");
+    assert!(err.contains("truncated while it was read"), "{err}");
+    // Whatever came before the error are whole lines of the file as it was.
+    let expected: Vec<&[u8]> = content.lines().map(str::as_bytes).collect();
+    let got: Vec<Vec<u8>> = first.into_iter().chain(drained.records).collect();
+    assert!(got.len() < expected.len());
+    assert!(got.iter().zip(&expected).all(|(g, e)| g == e));
+}
+
+#[test]
+fn a_file_rewritten_while_it_is_read_fails_naming_it() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rewritten.jsonl");
+    std::fs::write(&path, numbered_lines(50_000, "a")).unwrap();
+    let (mut reader, _) = reader_after_one_poll(&path);
+    // The same size, other bytes: only the modification time tells. Set it explicitly, as a
+    // coarse clock could give the rewrite the time of the first write.
+    let mut file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    file.write_all(numbered_lines(50_000, "b").as_bytes())
+        .unwrap();
+    file.set_modified(std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1))
+        .unwrap();
+    drop(file);
+    let drained = drain(reader.as_mut(), 1000);
+    let err = drained.error.expect("the reader fails").to_string();
+    assert!(err.contains(&path.display().to_string()), "{err}");
+    assert!(err.contains("changed while it was read"), "{err}");
+    // No record holds bytes of the rewrite.
+    assert!(drained
+        .records
+        .iter()
+        .all(|r| !r.windows(3).any(|w| w == b"\"b-")));
+}
+
+#[test]
+fn a_file_that_changed_after_it_was_listed_fails_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("grown.jsonl");
+    std::fs::write(&path, numbered_lines(10, "a")).unwrap();
+    let source = JsonLinesSource::with_decoder(&path, raw_decoder());
+    let mut reader = source
+        .create_reader(&SourceContext {
+            worker_index: 0,
+            workers: 1,
+        })
+        .unwrap();
+    std::fs::write(&path, numbered_lines(20, "a")).unwrap();
+    let err = drain(reader.as_mut(), 1000)
+        .error
+        .expect("the reader fails")
+        .to_string();
+    assert!(err.contains(&path.display().to_string()), "{err}");
+    assert!(
+        err.contains("was 260 bytes when the job listed it"),
+        "{err}"
+    );
 }
