@@ -34,7 +34,7 @@ fn config(run: &Run<'_>, savepoint: &str) -> JobConfig {
 type Counted = (Vec<(u64, u64)>, Vec<u64>);
 
 /// The edits a test makes to the counting job.
-#[derive(Default, Clone, Copy)]
+#[derive(Clone, Copy)]
 struct Shape {
     items: u64,
     names: &'static str,
@@ -137,96 +137,73 @@ fn assert_resumed((rows, read): &Counted) {
     assert_eq!(*rows, expected, "the counts go on from the restored state");
 }
 
+/// Runs the job shaped `before` to a savepoint, then the job shaped `after` restored from it.
+fn edit(before: Shape, after: Shape, allow: bool) -> SpateResult<Counted> {
+    let tmp = tempfile::tempdir().unwrap();
+    first(tmp.path(), before);
+    second(tmp.path(), allow, after)
+}
+
+const WITH_UIDS: Shape = Shape {
+    items: 0,
+    names: "a",
+    uids: true,
+    map_upstream: false,
+    extra_sum: false,
+};
+const WITHOUT_UIDS: Shape = Shape {
+    uids: false,
+    ..WITH_UIDS
+};
+
 #[test]
 fn renaming_operators_with_uids_keeps_their_state_and_the_source_resumes() {
-    let tmp = tempfile::tempdir().unwrap();
-    let shape = Shape {
-        names: "a",
-        uids: true,
-        ..Shape::default()
+    let renamed = Shape {
+        names: "b",
+        ..WITH_UIDS
     };
-    first(tmp.path(), shape);
-    let renamed = second(
-        tmp.path(),
-        false,
-        Shape {
-            names: "b",
-            ..shape
-        },
-    )
-    .unwrap();
-    assert_resumed(&renamed);
+    assert_resumed(&edit(WITH_UIDS, renamed, false).unwrap());
 }
 
 #[test]
 fn renaming_operators_without_uids_keeps_their_state_too() {
     // Derived uids come from the graph's structure, never from display names.
-    let tmp = tempfile::tempdir().unwrap();
-    let shape = Shape {
-        names: "a",
-        ..Shape::default()
+    let renamed = Shape {
+        names: "b",
+        ..WITHOUT_UIDS
     };
-    first(tmp.path(), shape);
-    let renamed = second(
-        tmp.path(),
-        false,
-        Shape {
-            names: "b",
-            ..shape
-        },
-    )
-    .unwrap();
-    assert_resumed(&renamed);
+    assert_resumed(&edit(WITHOUT_UIDS, renamed, false).unwrap());
 }
 
 #[test]
 fn inserting_a_stateless_operator_upstream_keeps_every_uid_state() {
-    let tmp = tempfile::tempdir().unwrap();
-    let shape = Shape {
-        names: "a",
-        uids: true,
-        ..Shape::default()
-    };
-    first(tmp.path(), shape);
-    let edited = Shape {
+    let inserted = Shape {
         map_upstream: true,
-        ..shape
+        ..WITH_UIDS
     };
-    assert_resumed(&second(tmp.path(), false, edited).unwrap());
+    assert_resumed(&edit(WITH_UIDS, inserted, false).unwrap());
 }
 
 #[test]
 fn without_uids_an_inserted_operator_changes_the_derived_ids_and_the_restore_is_refused() {
     // As in Flink: derived ids follow the graph, so the count's old state is claimed by no one.
-    let tmp = tempfile::tempdir().unwrap();
-    let shape = Shape {
-        names: "a",
-        ..Shape::default()
-    };
-    first(tmp.path(), shape);
-    let edited = Shape {
+    let inserted = Shape {
         map_upstream: true,
-        ..shape
+        ..WITHOUT_UIDS
     };
-    let error = second(tmp.path(), false, edited).unwrap_err().to_string();
+    let error = edit(WITHOUT_UIDS, inserted, false).unwrap_err().to_string();
     assert!(error.contains("no operator of this job claims"), "{error}");
 }
 
 #[test]
 fn removing_a_stateful_operator_is_refused_without_the_flag_and_accepted_with_it() {
     let tmp = tempfile::tempdir().unwrap();
-    let shape = Shape {
-        names: "a",
-        uids: true,
+    let with_sum = Shape {
         extra_sum: true,
-        ..Shape::default()
+        ..WITH_UIDS
     };
-    first(tmp.path(), shape);
-    let without_sum = Shape {
-        extra_sum: false,
-        ..shape
-    };
-    let error = second(tmp.path(), false, without_sum).unwrap_err();
+    first(tmp.path(), with_sum);
+    let error = second(tmp.path(), false, WITH_UIDS).unwrap_err();
     let message = error.to_string();
     assert!(
         message.contains("`sum`"),
@@ -238,25 +215,17 @@ fn removing_a_stateful_operator_is_refused_without_the_flag_and_accepted_with_it
     assert_eq!(error.domain(), spate::types::ErrorDomain::User);
     // Nothing ran: no savepoint of the refused job.
     assert!(!tmp.path().join("sp2").exists());
-    let allowed = second(tmp.path(), true, without_sum).unwrap();
-    assert_resumed(&allowed);
+    assert_resumed(&second(tmp.path(), true, WITH_UIDS).unwrap());
 }
 
 #[test]
 fn an_operator_absent_from_the_snapshot_starts_empty() {
-    let tmp = tempfile::tempdir().unwrap();
-    let shape = Shape {
-        names: "a",
-        uids: true,
-        ..Shape::default()
-    };
-    first(tmp.path(), shape);
+    // The new `sum` has no state in the savepoint; the others resume.
     let with_sum = Shape {
         extra_sum: true,
-        ..shape
+        ..WITH_UIDS
     };
-    // The new `sum` has no state in the savepoint; the others resume.
-    assert_resumed(&second(tmp.path(), false, with_sum).unwrap());
+    assert_resumed(&edit(WITH_UIDS, with_sum, false).unwrap());
 }
 
 #[test]
