@@ -135,7 +135,8 @@ impl JobShared {
         self.abort.store(true, Ordering::SeqCst);
     }
 
-    fn aborted(&self) -> bool {
+    /// Whether the job is failing: every worker stops.
+    pub(crate) fn aborted(&self) -> bool {
         self.abort.load(Ordering::Relaxed)
     }
 
@@ -409,6 +410,7 @@ impl<'s> BuildCtx<'s> {
             }
         };
         let mut state = SinkState {
+            name: name.to_owned(),
             writer,
             scratch: Vec::new(),
             shared: Arc::clone(&self.shared),
@@ -426,12 +428,14 @@ impl<'s> BuildCtx<'s> {
                 move |_, info| {
                     let activator = scope.activator_for(Rc::clone(&info.address));
                     move |(input, frontier), _output| {
-                        input.for_each(|cap, one_batch| {
-                            let batches = std::iter::once(one_batch);
-                            let epoch = cap.least().copied().unwrap_or(0);
-                            batches.for_each(|b| state.receive(epoch, b));
+                        state.guarded(|state| {
+                            input.for_each(|cap, one_batch| {
+                                let batches = std::iter::once(one_batch);
+                                let epoch = cap.least().copied().unwrap_or(0);
+                                batches.for_each(|b| state.receive(epoch, b));
+                            });
+                            state.step(frontier, &activator);
                         });
-                        state.step(frontier, &activator);
                     }
                 },
             )
@@ -442,12 +446,14 @@ impl<'s> BuildCtx<'s> {
                 move |_, info| {
                     let activator = scope.activator_for(Rc::clone(&info.address));
                     move |(input, frontier), _output| {
-                        input.for_each(|cap, one_batch| {
-                            let batches = std::iter::once(one_batch);
-                            let epoch = cap.least().copied().unwrap_or(0);
-                            batches.for_each(|b| state.receive(epoch, b));
+                        state.guarded(|state| {
+                            input.for_each(|cap, one_batch| {
+                                let batches = std::iter::once(one_batch);
+                                let epoch = cap.least().copied().unwrap_or(0);
+                                batches.for_each(|b| state.receive(epoch, b));
+                            });
+                            state.step(frontier, &activator);
                         });
-                        state.step(frontier, &activator);
                     }
                 },
             )
@@ -458,6 +464,7 @@ impl<'s> BuildCtx<'s> {
 
 /// One worker's sink writer inside its operator.
 struct SinkState<T> {
+    name: String,
     writer: Option<Box<dyn SinkWriter<T>>>,
     scratch: Vec<T>,
     shared: Arc<JobShared>,
@@ -468,6 +475,17 @@ struct SinkState<T> {
 }
 
 impl<T> SinkState<T> {
+    /// Runs `f` (which calls the sink's writer); a panic in it fails the job with the sink's
+    /// name, and the writer is dropped.
+    fn guarded(&mut self, f: impl FnOnce(&mut Self)) {
+        let shared = Arc::clone(&self.shared);
+        let name = std::mem::take(&mut self.name);
+        if crate::function::guard(&shared, &name, || f(self)).is_none() {
+            self.writer = None;
+        }
+        self.name = name;
+    }
+
     /// Writes records, or holds them if they come after a cut not yet taken.
     fn receive(&mut self, epoch: Epoch, data: &mut Vec<(Timestamp, T)>) {
         if self.cuts.holds(epoch) {
@@ -869,7 +887,13 @@ pub(crate) fn run_worker(
                     .epoch_max_records
                     .saturating_sub(emitted_in_epoch)
                     .clamp(1, cfg.poll_batch);
-                match d.poll(budget, &shared) {
+                let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    d.poll(budget, &shared)
+                }))
+                .unwrap_or_else(|payload| {
+                    Err(crate::function::panicked(d.stats().0, payload.as_ref()))
+                });
+                match polled {
                     Ok((n, status)) => {
                         emitted_in_epoch += n;
                         match status {

@@ -16,6 +16,8 @@
 //!   [`ConnectedKeyedStreams`] ([`connected`]): the API.
 //! * [`join`]: the interval join, the window join and the co-group.
 //! * [`state`]: named keyed state with TTL (Flink's state API) and operator state.
+//! * [`function`]: user functions with a lifecycle: panics and errors of user code fail the
+//!   job with the operator's name.
 //! * [`dedup`]: record-id deduplication (Bloom filters over exact id stores, event-time buckets).
 //! * [`plan`]: the job graph the API records, replayed on every worker.
 //! * [`execute`]: the worker loop, source driving and flow control (epochs in flight).
@@ -35,6 +37,7 @@ mod coordinator;
 pub mod dedup;
 pub mod env;
 pub mod execute;
+pub mod function;
 pub mod join;
 pub mod keyed;
 pub mod metrics;

@@ -292,12 +292,16 @@ where
     K: Data + Hash + Eq,
     S: serde::Serialize + serde::de::DeserializeOwned,
 {
-    fn with_key<R>(
+    fn with_key<R: Default>(
         &mut self,
         key: &K,
         timestamp: Timestamp,
         f: impl FnOnce(&mut ProcessContext<'_, K, S, O>) -> R,
     ) -> R {
+        // After a failure (a panic in a user function, say) the job stops: call no more.
+        if self.env.shared.aborted() {
+            return R::default();
+        }
         let mut state = match self.states.take(key) {
             Ok(s) => s,
             Err(e) => {
@@ -317,12 +321,12 @@ where
                 out: &mut self.out,
                 scratch: &mut self.scratch,
             };
-            f(&mut ctx)
+            crate::function::guard(&self.env.shared, &self.env.name, || f(&mut ctx))
         };
         if let Err(e) = self.states.put(key, state) {
             self.env.shared.fail(e);
         }
-        result
+        result.unwrap_or_default()
     }
 }
 
@@ -350,7 +354,10 @@ where
         records: impl Iterator<Item = (Timestamp, I)>,
     ) {
         for (ts, x) in records {
-            let k = key(&x);
+            let Some(k) = crate::function::guard(&self.env.shared, &self.env.name, || key(&x))
+            else {
+                return;
+            };
             self.with_key(&k, ts, |c| f.process_element(x, c));
         }
     }

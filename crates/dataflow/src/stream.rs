@@ -6,7 +6,7 @@ use std::marker::PhantomData;
 use std::rc::Rc;
 use std::sync::Arc;
 
-use spate_types::{Data, Sink};
+use spate_types::{Data, Sink, SpateError};
 use timely::container::CapacityContainerBuilder;
 use timely::dataflow::channels::pact::{Exchange, Pipeline};
 use timely::dataflow::operators::vec::Broadcast;
@@ -14,6 +14,7 @@ use timely::dataflow::operators::{Concatenate, Operator};
 
 use crate::connected::ConnectedStreams;
 use crate::execute::BuildCtx;
+use crate::function::guard;
 use crate::keyed::KeyedStream;
 use crate::plan::{ErasedStream, Flow, Node, NodeId, NodeKind, Plan, TStream};
 use crate::time::Timestamp;
@@ -164,9 +165,28 @@ impl<T: Data> DataStream<T> {
         op: &str,
         f: impl Fn(&mut Vec<(Timestamp, T)>, &mut Vec<(Timestamp, R)>) + Send + Sync + 'static,
     ) -> DataStream<R> {
+        self.try_batch_node(op, move |batch, out| {
+            f(batch, out);
+            Ok(())
+        })
+    }
+
+    /// [`batch_node`](Self::batch_node) with a fallible `f`: an error (its message) fails
+    /// the job with the operator's name, as does a panic in `f`; the operator then drops its
+    /// input until the job stops.
+    pub(crate) fn try_batch_node<R: Data>(
+        &self,
+        op: &str,
+        f: impl Fn(&mut Vec<(Timestamp, T)>, &mut Vec<(Timestamp, R)>) -> Result<(), String>
+            + Send
+            + Sync
+            + 'static,
+    ) -> DataStream<R> {
         let f = Arc::new(f);
-        self.unary_node(op, "forward", move |_ctx, input, name| {
+        self.unary_node(op, "forward", move |ctx, input, name| {
             let f = Arc::clone(&f);
+            let shared = Arc::clone(ctx.shared());
+            let operator = name.to_owned();
             let data = input
                 .data
                 .unary::<CapacityContainerBuilder<Vec<(Timestamp, R)>>, _, _, _>(
@@ -174,16 +194,29 @@ impl<T: Data> DataStream<T> {
                     name,
                     move |_, _| {
                         let mut out = Vec::new();
+                        let mut failed = false;
                         move |input, output| {
-                            input.for_each(|cap, one_batch| {
-                                let data = std::iter::once(one_batch);
-                                let mut session = output.session(&cap);
-                                for batch in data {
-                                    f(batch, &mut out);
-                                    if !out.is_empty() {
-                                        session.give_container(&mut out);
-                                        out.clear();
+                            input.for_each(|cap, batch| {
+                                if failed {
+                                    batch.clear();
+                                    return;
+                                }
+                                match guard(&shared, &operator, || f(batch, &mut out)) {
+                                    Some(Ok(())) => {
+                                        if !out.is_empty() {
+                                            output.session(&cap).give_container(&mut out);
+                                            out.clear();
+                                        }
                                     }
+                                    Some(Err(message)) => {
+                                        failed = true;
+                                        shared.fail(SpateError::function(&operator, message));
+                                    }
+                                    None => failed = true,
+                                }
+                                if failed {
+                                    out.clear();
+                                    batch.clear();
                                 }
                             });
                         }

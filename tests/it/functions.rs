@@ -1,0 +1,190 @@
+//! User functions with a lifecycle: a panic or an error in user code fails the job with the
+//! operator's name (never an abort or a hang), and a checkpointed job then restarts under its
+//! restart strategy and ends with exactly the failure-free output; non-keyed process functions
+//! and rich functions open once per worker, close once at the end and count in the job's
+//! metrics.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use spate::dataflow::{
+    AggregateFunction, RestartStrategy, TimeWindow, TumblingEventTimeWindows, WindowContext,
+};
+use spate::prelude::*;
+use spate::types::ErrorDomain;
+
+use crate::checkpoints::rows;
+
+/// A job over `0..100` whose map, named `parse`, panics on record 17.
+fn panicking_map(workers: usize) -> SpateError {
+    let env = StreamEnv::new(JobConfig::local(workers));
+    let _out = env
+        .from_collection((0u64..100).collect())
+        .map(|v: u64| {
+            if v == 17 {
+                panic!("cannot parse record {v}");
+            }
+            v * 2
+        })
+        .name("parse")
+        .collect();
+    env.execute("panicking map").unwrap_err()
+}
+
+#[test]
+fn a_panic_in_a_map_fails_the_job_with_the_operator_name_on_1_and_2_workers() {
+    for workers in [1, 2] {
+        let error = panicking_map(workers);
+        assert_eq!(
+            error.to_string(),
+            "operator parse panicked: cannot parse record 17",
+            "{workers} workers"
+        );
+        assert_eq!(error.domain(), ErrorDomain::Function);
+    }
+}
+
+struct Count;
+
+impl AggregateFunction<u64> for Count {
+    type Acc = (u64, u64);
+    type Out = (u64, u64);
+    fn create_accumulator(&self) -> (u64, u64) {
+        (0, 0)
+    }
+    fn add(&self, v: &u64, acc: &mut (u64, u64)) {
+        acc.0 += 1;
+        acc.1 += v;
+    }
+    fn get_result(&self, acc: &(u64, u64)) -> (u64, u64) {
+        *acc
+    }
+    fn merge(&self, a: (u64, u64), b: (u64, u64)) -> (u64, u64) {
+        (a.0 + b.0, a.1 + b.1)
+    }
+}
+
+const EVENTS: u64 = 30_000;
+
+/// Windows of 1 s of event time (one event per ms) per key `v % 5` after `f`, written to
+/// `out` exactly once.
+fn windowed_job(
+    out: &Path,
+    config: JobConfig,
+    f: impl Fn(DataStream<u64>) -> DataStream<u64>,
+) -> SpateResult<JobResult> {
+    let env = StreamEnv::new(config);
+    let source = env.from_source(SequenceSource::new(0, Some(EVENTS)).rate(30_000.0));
+    f(source)
+        .assign_timestamps_and_watermarks(
+            WatermarkStrategy::for_bounded_out_of_orderness(Duration::from_millis(50))
+                .with_timestamp_assigner(|v: &u64, _| *v as i64),
+        )
+        .key_by(|v: &u64| v % 5)
+        .window(TumblingEventTimeWindows::of(Duration::from_secs(1)))
+        .aggregate_with(
+            Count,
+            |k: &u64,
+             w: &WindowContext<'_, TimeWindow>,
+             (n, sum): (u64, u64),
+             out: &mut Vec<(u64, i64, u64, u64)>| {
+                out.push((*k, w.window.start, n, sum))
+            },
+        )
+        .write_jsonl(out);
+    env.execute("windows after a user function")
+}
+
+fn restarting(workers: usize, ckpt: &Path) -> JobConfig {
+    let mut config = JobConfig::local(workers);
+    config.checkpoint_interval = Some(Duration::from_millis(100));
+    config.checkpoint_dir = Some(ckpt.display().to_string());
+    config.restart_strategy = RestartStrategy::FixedDelay {
+        attempts: 3,
+        delay: Duration::from_millis(10),
+    };
+    config
+}
+
+static PANICKED: AtomicBool = AtomicBool::new(false);
+
+#[test]
+fn a_function_that_panics_once_restarts_and_the_job_writes_the_failure_free_output() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (expected, out, ckpt) = (
+        tmp.path().join("e"),
+        tmp.path().join("o"),
+        tmp.path().join("c"),
+    );
+    windowed_job(&expected, JobConfig::local(1), |s| s).unwrap();
+    let result = windowed_job(&out, restarting(2, &ckpt), |s| {
+        s.map(|v: u64| {
+            if v == EVENTS / 2 && !PANICKED.swap(true, Ordering::SeqCst) {
+                panic!("a failure on the first attempt");
+            }
+            v
+        })
+    })
+    .unwrap();
+    assert!(PANICKED.load(Ordering::SeqCst));
+    assert_eq!(result.metrics.get("fullRestarts"), Some(&1));
+    assert_eq!(rows(&out), rows(&expected));
+}
+
+struct Explodes;
+
+impl KeyedProcessFunction<u64, u64, u64> for Explodes {
+    type State = u64;
+    fn process_element(&self, value: u64, ctx: &mut ProcessContext<'_, u64, u64, u64>) {
+        let seen = ctx.state().get_or_insert(0);
+        *seen += 1;
+        if value == 42 {
+            let empty: Vec<u64> = Vec::new();
+            ctx.collect(empty[value as usize]);
+        }
+        ctx.collect(value);
+    }
+}
+
+#[test]
+fn a_panicking_keyed_process_function_fails_the_job_with_its_name() {
+    let env = StreamEnv::new(JobConfig::local(2));
+    let _out = env
+        .from_collection((0u64..100).collect())
+        .key_by(|v: &u64| v % 3)
+        .process(Explodes)
+        .name("explodes")
+        .collect();
+    let error = env.execute("panicking process function").unwrap_err();
+    let message = error.to_string();
+    assert!(
+        message.starts_with("operator explodes panicked: index out of bounds"),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_panicking_window_function_fails_the_job_with_its_name() {
+    let env = StreamEnv::new(JobConfig::local(2));
+    let _out = env
+        .from_collection((0u64..100).collect())
+        .assign_timestamps_and_watermarks(
+            WatermarkStrategy::for_monotonous_timestamps()
+                .with_timestamp_assigner(|v: &u64, _| *v as i64),
+        )
+        .key_by(|v: &u64| v % 3)
+        .window(TumblingEventTimeWindows::of(Duration::from_millis(10)))
+        .reduce(|a: u64, b: u64| {
+            assert!(a + b < 150, "sum too large: {}", a + b);
+            a + b
+        })
+        .name("sums")
+        .collect();
+    let error = env.execute("panicking window function").unwrap_err();
+    let message = error.to_string();
+    assert!(
+        message.starts_with("operator sums panicked: sum too large"),
+        "{message}"
+    );
+}
