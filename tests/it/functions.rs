@@ -188,3 +188,88 @@ fn a_panicking_window_function_fails_the_job_with_its_name() {
         "{message}"
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// Fallible functions
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn an_error_of_a_fallible_function_fails_the_job_with_the_operator_name_and_message() {
+    for workers in [1, 2] {
+        let env = StreamEnv::new(JobConfig::local(workers));
+        let _out = env
+            .from_collection((0u64..100).map(|v| v.to_string()).collect())
+            .map(|s: String| if s == "5" { "five".to_owned() } else { s })
+            .try_map(|s: String| s.parse::<u64>().map_err(|e| format!("{s:?}: {e}")))
+            .name("parse")
+            .collect();
+        let error = env.execute("fallible map").unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "operator parse failed: \"five\": invalid digit found in string"
+        );
+        assert_eq!(error.domain(), ErrorDomain::Function);
+    }
+}
+
+#[test]
+fn fallible_filter_and_flat_map_keep_what_they_return_and_fail_on_an_error() {
+    let env = StreamEnv::new(JobConfig::local(2));
+    let out = env
+        .from_collection((0u64..50).collect())
+        .try_filter(|v: &u64| Ok::<_, SpateError>(v % 2 == 0))
+        .try_flat_map(|v: u64| Ok::<_, std::io::Error>(vec![v, v + 1]))
+        .collect();
+    env.execute("fallible filter").unwrap();
+    let mut got = out.take();
+    got.sort();
+    let mut expected: Vec<u64> = (0..50)
+        .filter(|v| v % 2 == 0)
+        .flat_map(|v| [v, v + 1])
+        .collect();
+    expected.sort();
+    assert_eq!(got, expected);
+
+    let env = StreamEnv::new(JobConfig::local(2));
+    let _out = env
+        .from_collection((0u64..50).collect())
+        .try_filter(|v: &u64| {
+            if *v == 30 {
+                Err(std::io::Error::other("lookup service down"))
+            } else {
+                Ok(true)
+            }
+        })
+        .name("lookup")
+        .collect();
+    let error = env.execute("failing filter").unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "operator lookup failed: lookup service down"
+    );
+}
+
+static FAILED_ONCE: AtomicBool = AtomicBool::new(false);
+
+#[test]
+fn a_function_that_errs_once_restarts_and_the_job_writes_the_failure_free_output() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (expected, out, ckpt) = (
+        tmp.path().join("e"),
+        tmp.path().join("o"),
+        tmp.path().join("c"),
+    );
+    windowed_job(&expected, JobConfig::local(1), |s| s).unwrap();
+    let result = windowed_job(&out, restarting(2, &ckpt), |s| {
+        s.try_map(|v: u64| {
+            if v == EVENTS / 3 && !FAILED_ONCE.swap(true, Ordering::SeqCst) {
+                return Err("the enrichment service timed out");
+            }
+            Ok(v)
+        })
+    })
+    .unwrap();
+    assert!(FAILED_ONCE.load(Ordering::SeqCst));
+    assert_eq!(result.metrics.get("fullRestarts"), Some(&1));
+    assert_eq!(rows(&out), rows(&expected));
+}

@@ -281,6 +281,59 @@ impl<T: Data> DataStream<T> {
         })
     }
 
+    /// Applies the fallible `f` to every record (a Flink `MapFunction` that throws): an
+    /// `Err` fails the job with the operator's name and the error's message, and a
+    /// checkpointed job then restarts under its restart strategy, as it does after a panic.
+    /// Any error type that displays will do: `String`, `std::io::Error`, `SpateError`,
+    /// `anyhow::Error`, `Box<dyn Error>`.
+    pub fn try_map<R: Data, E: std::fmt::Display>(
+        &self,
+        f: impl Fn(T) -> Result<R, E> + Send + Sync + 'static,
+    ) -> DataStream<R> {
+        self.try_batch_node("try_map", move |batch, out| {
+            out.reserve(batch.len());
+            for (ts, x) in batch.drain(..) {
+                out.push((ts, f(x).map_err(|e| e.to_string())?));
+            }
+            Ok(())
+        })
+    }
+
+    /// Keeps the records for which the fallible `f` gives `Ok(true)`; an `Err` fails the job
+    /// as in [`try_map`](Self::try_map).
+    pub fn try_filter<E: std::fmt::Display>(
+        &self,
+        f: impl Fn(&T) -> Result<bool, E> + Send + Sync + 'static,
+    ) -> DataStream<T> {
+        self.try_batch_node("try_filter", move |batch, out| {
+            for (ts, x) in batch.drain(..) {
+                if f(&x).map_err(|e| e.to_string())? {
+                    out.push((ts, x));
+                }
+            }
+            Ok(())
+        })
+    }
+
+    /// Replaces every record by the records the fallible `f` returns for it; an `Err` fails
+    /// the job as in [`try_map`](Self::try_map).
+    pub fn try_flat_map<R: Data, I, E: std::fmt::Display>(
+        &self,
+        f: impl Fn(T) -> Result<I, E> + Send + Sync + 'static,
+    ) -> DataStream<R>
+    where
+        I: IntoIterator<Item = R>,
+    {
+        self.try_batch_node("try_flat_map", move |batch, out| {
+            out.reserve(batch.len());
+            for (ts, x) in batch.drain(..) {
+                let items = f(x).map_err(|e| e.to_string())?;
+                out.extend(items.into_iter().map(|r| (ts, r)));
+            }
+            Ok(())
+        })
+    }
+
     /// Partitions the stream by key: records with equal keys meet on one worker, where keyed
     /// operators keep state per key. Keys hash into key groups (see
     /// [`spate_types::keygroup`]), and each worker owns a contiguous range of groups.
