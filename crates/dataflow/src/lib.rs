@@ -14,6 +14,7 @@
 //! * [`StreamEnv`] ([`env`]): the job's entry point and `execute`.
 //! * [`DataStream`] ([`stream`]), [`KeyedStream`] ([`keyed`]), [`ConnectedStreams`] and
 //!   [`ConnectedKeyedStreams`] ([`connected`]): the API.
+//! * [`all_window`]: windows over a whole non-keyed stream (Flink's `windowAll`).
 //! * [`join`]: the interval join, the window join and the co-group.
 //! * [`state`]: named keyed state with TTL (Flink's state API) and operator state.
 //! * [`function`]: user functions with a lifecycle: panics and errors of user code fail the
@@ -27,6 +28,7 @@
 //! Timestamps in the timely graph are *epochs*: batches of source records, closed by count or
 //! time. They bound the data in flight (flow control) and will delimit checkpoints.
 
+pub mod all_window;
 pub mod assign;
 mod backend;
 pub mod checkpoint;
@@ -49,6 +51,7 @@ pub mod stream;
 pub mod time;
 pub mod window;
 
+pub use all_window::AllWindowedStream;
 pub use config::{JobConfig, RestartStrategy, StateBackend};
 pub use connected::{ConnectedKeyedStreams, ConnectedStreams};
 pub use dedup::DedupConfig;
