@@ -4,8 +4,10 @@
 //! and rich functions open once per worker, close once at the end and count in the job's
 //! metrics.
 
+use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use spate::dataflow::{
@@ -272,4 +274,206 @@ fn a_function_that_errs_once_restarts_and_the_job_writes_the_failure_free_output
     assert!(FAILED_ONCE.load(Ordering::SeqCst));
     assert_eq!(result.metrics.get("fullRestarts"), Some(&1));
     assert_eq!(rows(&out), rows(&expected));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Non-keyed process functions and rich functions
+// ---------------------------------------------------------------------------------------------
+
+/// Splits records: even values to the main output (with their timestamp), odd ones to a side
+/// output; counts what it saw in a metric; notes its lifecycle.
+#[derive(Clone)]
+struct Split {
+    odd: OutputTag<u64>,
+    seen: Option<Counter>,
+    opened: &'static Mutex<Vec<(usize, usize, String)>>,
+    closed: &'static AtomicUsize,
+}
+
+impl ProcessFunction<u64, (u64, i64)> for Split {
+    fn open(&mut self, ctx: &RuntimeContext) -> FunctionResult {
+        self.opened.lock().unwrap().push((
+            ctx.index_of_this_subtask(),
+            ctx.number_of_parallel_subtasks(),
+            format!("{}/{}", ctx.job_name(), ctx.operator_name()),
+        ));
+        self.seen = Some(ctx.metrics().counter("seen"));
+        Ok(())
+    }
+
+    fn process_element(
+        &mut self,
+        value: u64,
+        ctx: &mut ProcessFunctionContext<'_, (u64, i64)>,
+    ) -> FunctionResult {
+        self.seen.as_ref().ok_or("not opened")?.inc();
+        assert!(ctx.current_watermark() < ctx.timestamp() + 1_000);
+        if value % 2 == 0 {
+            ctx.collect((value, ctx.timestamp()));
+        } else {
+            ctx.output(&self.odd, value);
+        }
+        Ok(())
+    }
+
+    fn close(&mut self) -> FunctionResult {
+        self.closed.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+static SPLIT_OPENED: Mutex<Vec<(usize, usize, String)>> = Mutex::new(Vec::new());
+static SPLIT_CLOSED: AtomicUsize = AtomicUsize::new(0);
+
+#[test]
+fn a_process_function_opens_once_per_worker_splits_records_and_counts_in_its_metrics() {
+    let env = StreamEnv::new(JobConfig::local(3));
+    let odd = OutputTag::<u64>::new("odd");
+    let main = env
+        .from_collection((0u64..300).collect())
+        .assign_timestamps_and_watermarks(
+            WatermarkStrategy::for_bounded_out_of_orderness(Duration::from_millis(10))
+                .with_timestamp_assigner(|v: &u64, _| *v as i64 * 10),
+        )
+        .process(Split {
+            odd: odd.clone(),
+            seen: None,
+            opened: &SPLIT_OPENED,
+            closed: &SPLIT_CLOSED,
+        })
+        .name("split");
+    let evens = main.collect();
+    let odds = main.side_output(&odd).collect();
+    let result = env.execute("splitting").unwrap();
+
+    let mut opened = SPLIT_OPENED.lock().unwrap().clone();
+    opened.sort();
+    let expected: Vec<(usize, usize, String)> = (0..3)
+        .map(|i| (i, 3, "splitting/split".to_owned()))
+        .collect();
+    assert_eq!(opened, expected);
+    assert_eq!(SPLIT_CLOSED.load(Ordering::SeqCst), 3);
+    assert_eq!(result.metrics.get("split.seen"), Some(&300));
+
+    let mut evens = evens.take();
+    evens.sort();
+    let expected: Vec<(u64, i64)> = (0..300)
+        .filter(|v| v % 2 == 0)
+        .map(|v| (v, v as i64 * 10))
+        .collect();
+    assert_eq!(evens, expected);
+    let mut odds = odds.take();
+    odds.sort();
+    assert_eq!(odds, (0..300).filter(|v| v % 2 == 1).collect::<Vec<_>>());
+}
+
+/// Keeps values below a limit read in `open`, and numbers them per instance.
+#[derive(Clone)]
+struct Numbered {
+    index: usize,
+    next: u64,
+    closed: &'static AtomicUsize,
+}
+
+impl RichMapFunction<u64, (usize, u64, u64)> for Numbered {
+    fn open(&mut self, ctx: &RuntimeContext) -> FunctionResult {
+        self.index = ctx.index_of_this_subtask();
+        Ok(())
+    }
+    fn map(&mut self, value: u64) -> FunctionResult<(usize, u64, u64)> {
+        self.next += 1;
+        Ok((self.index, self.next, value))
+    }
+    fn close(&mut self) -> FunctionResult {
+        self.closed.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+#[derive(Clone)]
+struct Below(u64, Option<Counter>);
+
+impl RichFilterFunction<u64> for Below {
+    fn open(&mut self, ctx: &RuntimeContext) -> FunctionResult {
+        self.1 = Some(ctx.metrics().counter("kept"));
+        Ok(())
+    }
+    fn filter(&mut self, value: &u64) -> FunctionResult<bool> {
+        let keep = *value < self.0;
+        if keep {
+            self.1.as_ref().ok_or("not opened")?.inc();
+        }
+        Ok(keep)
+    }
+}
+
+#[derive(Clone)]
+struct Twice;
+
+impl RichFlatMapFunction<u64, u64> for Twice {
+    fn flat_map(&mut self, value: u64, out: &mut Vec<u64>) -> FunctionResult {
+        out.extend([value, value]);
+        Ok(())
+    }
+}
+
+static NUMBERED_CLOSED: AtomicUsize = AtomicUsize::new(0);
+
+#[test]
+fn rich_map_filter_and_flat_map_keep_per_instance_fields_and_close_once_each() {
+    let env = StreamEnv::new(JobConfig::local(3));
+    let out = env
+        .from_collection((0u64..90).collect())
+        .filter_rich(Below(60, None))
+        .name("below")
+        .flat_map_rich(Twice)
+        .map_rich(Numbered {
+            index: usize::MAX,
+            next: 0,
+            closed: &NUMBERED_CLOSED,
+        })
+        .collect();
+    let result = env.execute("rich functions").unwrap();
+    assert_eq!(result.metrics.get("below.kept"), Some(&60));
+    assert_eq!(NUMBERED_CLOSED.load(Ordering::SeqCst), 3);
+    let got = out.take();
+    let mut values: Vec<u64> = got.iter().map(|r| r.2).collect();
+    values.sort();
+    let expected: Vec<u64> = (0..60).flat_map(|v| [v, v]).collect();
+    assert_eq!(values, expected);
+    // Each instance numbers its own records 1, 2, ... n.
+    let mut per_instance: BTreeMap<usize, Vec<u64>> = BTreeMap::new();
+    for (i, n, _) in got {
+        per_instance.entry(i).or_default().push(n);
+    }
+    assert!(per_instance.keys().all(|i| *i < 3));
+    for numbers in per_instance.values_mut() {
+        numbers.sort();
+        assert_eq!(*numbers, (1..=numbers.len() as u64).collect::<Vec<_>>());
+    }
+}
+
+#[test]
+fn an_error_in_open_fails_the_job_with_the_operator_name() {
+    #[derive(Clone)]
+    struct NoConfig;
+    impl RichMapFunction<u64, u64> for NoConfig {
+        fn open(&mut self, _ctx: &RuntimeContext) -> FunctionResult {
+            Err("missing setting `endpoint`".into())
+        }
+        fn map(&mut self, value: u64) -> FunctionResult<u64> {
+            Ok(value)
+        }
+    }
+    let env = StreamEnv::new(JobConfig::local(2));
+    let _out = env
+        .from_collection((0u64..10).collect())
+        .map_rich(NoConfig)
+        .name("enrich")
+        .collect();
+    let error = env.execute("failing open").unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "operator enrich failed: missing setting `endpoint`"
+    );
 }

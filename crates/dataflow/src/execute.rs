@@ -158,6 +158,8 @@ pub struct BuildCtx<'s> {
     pub(crate) snapshots: SharedSnapshots,
     /// The state id ([`Plan::state_ids`]) of the node being built.
     pub(crate) uid: String,
+    /// The job's name, as given to `execute`.
+    pub(crate) job: String,
 }
 
 impl<'s> BuildCtx<'s> {
@@ -771,6 +773,7 @@ pub(crate) fn run_worker(
             probe: probe.clone(),
             snapshots: Rc::clone(&snapshots),
             uid: String::new(),
+            job: job_name.to_owned(),
         };
         let uids = plan.state_ids().expect("execute checks the uids first");
         let mut streams: Vec<Option<ErasedStream>> = Vec::with_capacity(plan.nodes.len());

@@ -18,7 +18,7 @@
 //! * [`join`]: the interval join, the window join and the co-group.
 //! * [`state`]: named keyed state with TTL (Flink's state API) and operator state.
 //! * [`function`]: user functions with a lifecycle: panics and errors of user code fail the
-//!   job with the operator's name.
+//!   job with the operator's name; non-keyed process functions and rich functions.
 //! * [`dedup`]: record-id deduplication (Bloom filters over exact id stores, event-time buckets).
 //! * [`plan`]: the job graph the API records, replayed on every worker.
 //! * [`execute`]: the worker loop, source driving and flow control (epochs in flight).
@@ -57,6 +57,10 @@ pub use connected::{ConnectedKeyedStreams, ConnectedStreams};
 pub use dedup::DedupConfig;
 pub use env::{JobResult, Role, StopHandle, StreamEnv};
 pub use execute::{request_stop, Progress};
+pub use function::{
+    Counter, FunctionError, FunctionResult, MetricGroup, ProcessFunction, ProcessFunctionContext,
+    RichFilterFunction, RichFlatMapFunction, RichMapFunction, RuntimeContext,
+};
 pub use join::{
     CoGroup, CoGroupedStreams, InnerJoin, IntervalJoin, IntervalJoined, JoinContext, JoinEqualTo,
     JoinWhere, JoinWithWindow, JoinedStreams,

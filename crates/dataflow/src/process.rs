@@ -80,6 +80,11 @@ impl<X: Data> OutputTag<X> {
     pub fn id(&self) -> &str {
         &self.id
     }
+
+    /// The tag's name, shared (for tagged records).
+    pub(crate) fn shared_id(&self) -> Arc<str> {
+        Arc::clone(&self.id)
+    }
 }
 
 /// A record of the main output, or of a side output (type-erased; it never leaves its worker).
