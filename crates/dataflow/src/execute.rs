@@ -206,9 +206,7 @@ impl<'s> BuildCtx<'s> {
     }
 
     fn stateful_as(&mut self, id: &str) -> Option<SnapshotHandle> {
-        if self.shared.checkpoints.is_none() {
-            return None;
-        }
+        self.shared.checkpoints.as_ref()?;
         if self.snapshots.borrow().operators.iter().any(|o| o == id) {
             self.shared.fail(SpateError::Internal(format!(
                 "two stateful operators registered the state id `{id}`"
