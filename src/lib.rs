@@ -56,6 +56,11 @@ pub mod prelude {
         ValueStateDescriptor,
     };
     pub use spate_dataflow::{
+        AllWindowedStream, Counter, FunctionError, FunctionResult, MetricGroup, ProcessFunction,
+        ProcessFunctionContext, RichFilterFunction, RichFlatMapFunction, RichMapFunction,
+        RuntimeContext,
+    };
+    pub use spate_dataflow::{
         CoGroup, CoGroupedStreams, InnerJoin, IntervalJoin, IntervalJoined, JoinContext,
         JoinEqualTo, JoinWhere, JoinWithWindow, JoinedStreams,
     };

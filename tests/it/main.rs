@@ -8,6 +8,7 @@ mod dedup;
 mod event_time;
 mod file_checkpoints;
 mod flow_control;
+mod functions;
 mod joins;
 mod operators;
 mod sensors;

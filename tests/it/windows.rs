@@ -527,3 +527,107 @@ fn windows_at_the_ends_of_the_timestamp_range_are_cut_there() {
     let err = extreme_windows(tumbling, vec![MIN, MAX]).expect_err("the job fails");
     assert!(err.to_string().contains("no timestamp"), "{err}");
 }
+
+/// `(event time, value)` records, out of order by at most 40 ms.
+fn all_window_input() -> Vec<(i64, i64)> {
+    (0..600i64)
+        .map(|i| {
+            let ts = i * 3 - (i * 7919 % 13) * 3;
+            (ts.max(0), (i * 31) % 17 - 8)
+        })
+        .collect()
+}
+
+/// `window_all` on 3 workers: per window `(start, count, sum)`, from `assign`.
+fn run_window_all<A>(assigner: A) -> Vec<(i64, u64, i64)>
+where
+    A: spate::dataflow::WindowAssigner<(i64, i64), W = TimeWindow>,
+{
+    let env = StreamEnv::new(config(3));
+    let out = env
+        .from_collection(all_window_input())
+        .assign_timestamps_and_watermarks(
+            WatermarkStrategy::for_bounded_out_of_orderness(Duration::from_millis(50))
+                .with_timestamp_assigner(|r: &(i64, i64), _| r.0),
+        )
+        .window_all(assigner)
+        .process(
+            |w: &WindowContext<'_, TimeWindow>,
+             xs: &[(i64, i64)],
+             out: &mut Vec<(i64, u64, i64)>| {
+                out.push((
+                    w.window.start,
+                    xs.len() as u64,
+                    xs.iter().map(|x| x.1).sum(),
+                ))
+            },
+        )
+        .collect();
+    env.execute("window_all").unwrap();
+    let mut got = out.take();
+    got.sort();
+    got
+}
+
+/// The oracle: every record in each window that `starts` gives for its timestamp.
+fn naive_all_windows(starts: impl Fn(i64) -> Vec<i64>) -> Vec<(i64, u64, i64)> {
+    let mut windows: BTreeMap<i64, (u64, i64)> = BTreeMap::new();
+    for (ts, v) in all_window_input() {
+        for s in starts(ts) {
+            let e = windows.entry(s).or_default();
+            e.0 += 1;
+            e.1 += v;
+        }
+    }
+    windows
+        .into_iter()
+        .map(|(s, (n, sum))| (s, n, sum))
+        .collect()
+}
+
+#[test]
+fn tumbling_window_all_on_3_workers_matches_the_naive_evaluation() {
+    let got = run_window_all(TumblingEventTimeWindows::of(Duration::from_millis(100)));
+    assert_eq!(got, naive_all_windows(|ts| vec![ts - ts % 100]));
+}
+
+#[test]
+fn sliding_window_all_on_3_workers_matches_the_naive_evaluation() {
+    let got = run_window_all(SlidingEventTimeWindows::of(
+        Duration::from_millis(100),
+        Duration::from_millis(25),
+    ));
+    let expected = naive_all_windows(|ts| {
+        let last = ts - ts % 25;
+        (0..4)
+            .map(|k| last - k * 25)
+            .filter(|s| *s > ts - 100 && *s >= -75)
+            .collect()
+    });
+    assert_eq!(got, expected);
+}
+
+#[test]
+fn window_all_reduces_and_aggregates_over_the_whole_stream() {
+    let env = StreamEnv::new(config(3));
+    let stream = env
+        .from_collection(all_window_input())
+        .assign_timestamps_and_watermarks(
+            WatermarkStrategy::for_bounded_out_of_orderness(Duration::from_millis(50))
+                .with_timestamp_assigner(|r: &(i64, i64), _| r.0),
+        );
+    let sums = stream
+        .window_all(TumblingEventTimeWindows::of(Duration::from_millis(100)))
+        .reduce(|a: (i64, i64), b: (i64, i64)| (a.0.max(b.0), a.1 + b.1))
+        .map(|r: (i64, i64)| r.1)
+        .collect();
+    env.execute("window_all reduce").unwrap();
+    let mut got = sums.take();
+    got.sort();
+    let mut expected: Vec<i64> = naive_all_windows(|ts| vec![ts - ts % 100])
+        .into_iter()
+        .map(|w| w.2)
+        .collect();
+    expected.sort();
+    assert_eq!(got, expected);
+}

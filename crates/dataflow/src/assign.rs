@@ -46,6 +46,8 @@ impl<T: Data> DataStream<T> {
         let strategy = Arc::new(strategy);
         self.unary_node("timestamps", "forward", move |ctx, input, name| {
             let strategy = Arc::clone(&strategy);
+            let shared = Arc::clone(ctx.shared());
+            let operator = name.to_owned();
             let interval = ctx.config().auto_watermark_interval;
             let scope = ctx.scope;
             let both = input
@@ -72,11 +74,14 @@ impl<T: Data> DataStream<T> {
                                 max_epoch = max_epoch.max(epoch);
                                 let mut session = output.session(&c);
                                 for batch in batches {
-                                    for (prev, x) in batch.drain(..) {
-                                        let ts = strategy.timestamp(&x, prev);
-                                        generator.on_event(&x, ts);
-                                        session.give((ts, Out::Record(x)));
-                                    }
+                                    crate::function::guard(&shared, &operator, || {
+                                        for (prev, x) in batch.drain(..) {
+                                            let ts = strategy.timestamp(&x, prev);
+                                            generator.on_event(&x, ts);
+                                            session.give((ts, Out::Record(x)));
+                                        }
+                                    });
+                                    batch.clear();
                                 }
                                 last_record = Instant::now();
                             });

@@ -10,6 +10,7 @@ use timely::dataflow::channels::pact::Pipeline;
 use timely::dataflow::operators::Operator;
 
 use crate::execute::BuildCtx;
+use crate::function::guard;
 use crate::keyed::KeyedStream;
 use crate::plan::{ErasedStream, Flow, NodeKind};
 use crate::stream::{add_node, DataStream};
@@ -84,6 +85,8 @@ impl<A: Data, B: Data> ConnectedStreams<A, B> {
             "forward",
             move |ctx, x, y, name| {
                 let (f1, f2) = (Arc::clone(&f1), Arc::clone(&f2));
+                let shared = Arc::clone(ctx.shared());
+                let operator = name.to_owned();
                 let wm = ctx.merge_wms(vec![x.wm, y.wm], name);
                 let data = x
                     .data
@@ -98,20 +101,28 @@ impl<A: Data, B: Data> ConnectedStreams<A, B> {
                                     let data = std::iter::once(one_batch);
                                     let mut session = output.session(&cap);
                                     for batch in data {
-                                        for (ts, a) in batch.drain(..) {
-                                            session
-                                                .give_iterator(f1(a).into_iter().map(|r| (ts, r)));
-                                        }
+                                        guard(&shared, &operator, || {
+                                            for (ts, a) in batch.drain(..) {
+                                                session.give_iterator(
+                                                    f1(a).into_iter().map(|r| (ts, r)),
+                                                );
+                                            }
+                                        });
+                                        batch.clear();
                                     }
                                 });
                                 in2.for_each(|cap, one_batch| {
                                     let data = std::iter::once(one_batch);
                                     let mut session = output.session(&cap);
                                     for batch in data {
-                                        for (ts, b) in batch.drain(..) {
-                                            session
-                                                .give_iterator(f2(b).into_iter().map(|r| (ts, r)));
-                                        }
+                                        guard(&shared, &operator, || {
+                                            for (ts, b) in batch.drain(..) {
+                                                session.give_iterator(
+                                                    f2(b).into_iter().map(|r| (ts, r)),
+                                                );
+                                            }
+                                        });
+                                        batch.clear();
                                     }
                                 });
                             }

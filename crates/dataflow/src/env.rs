@@ -303,7 +303,18 @@ impl StreamEnv {
         let name = job_name.to_owned();
         tracing::info!(job = %name, plan = %plan.describe(), "starting job");
         let worker_logic = move |worker: &mut timely::worker::Worker| {
-            run_worker(worker, &plan, &name, Arc::clone(&worker_shared));
+            // The last resort: a panic that no operator caught (in Spate or in timely) fails
+            // the job with a message, never ends the process silently or hangs the others.
+            let index = worker.index();
+            let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                run_worker(worker, &plan, &name, Arc::clone(&worker_shared))
+            }));
+            if let Err(payload) = run {
+                let message = crate::function::panic_message(payload.as_ref());
+                worker_shared.fail(SpateError::Internal(format!(
+                    "worker {index} panicked: {message}"
+                )));
+            }
         };
         let guards = match shared.config.process_index {
             None => {

@@ -196,7 +196,8 @@ impl JobShared {
         self.abort.store(true, Ordering::SeqCst);
     }
 
-    fn aborted(&self) -> bool {
+    /// Whether the job is failing: every worker stops.
+    pub(crate) fn aborted(&self) -> bool {
         self.abort.load(Ordering::Relaxed)
     }
 
@@ -218,6 +219,8 @@ pub struct BuildCtx<'s> {
     pub(crate) snapshots: SharedSnapshots,
     /// The state id ([`Plan::state_ids`]) of the node being built.
     pub(crate) uid: String,
+    /// The job's name, as given to `execute`.
+    pub(crate) job: String,
 }
 
 impl<'s> BuildCtx<'s> {
@@ -264,9 +267,7 @@ impl<'s> BuildCtx<'s> {
     }
 
     fn stateful_as(&mut self, id: &str) -> Option<SnapshotHandle> {
-        if self.shared.checkpoints.is_none() {
-            return None;
-        }
+        self.shared.checkpoints.as_ref()?;
         if self.snapshots.borrow().operators.iter().any(|o| o == id) {
             self.shared.fail(SpateError::Internal(format!(
                 "two stateful operators registered the state id `{id}`"
@@ -470,6 +471,7 @@ impl<'s> BuildCtx<'s> {
             }
         };
         let mut state = SinkState {
+            name: name.to_owned(),
             writer,
             scratch: Vec::new(),
             shared: Arc::clone(&self.shared),
@@ -487,12 +489,14 @@ impl<'s> BuildCtx<'s> {
                 move |_, info| {
                     let activator = scope.activator_for(Rc::clone(&info.address));
                     move |(input, frontier), _output| {
-                        input.for_each(|cap, one_batch| {
-                            let batches = std::iter::once(one_batch);
-                            let epoch = cap.least().copied().unwrap_or(0);
-                            batches.for_each(|b| state.receive(epoch, b));
+                        state.guarded(|state| {
+                            input.for_each(|cap, one_batch| {
+                                let batches = std::iter::once(one_batch);
+                                let epoch = cap.least().copied().unwrap_or(0);
+                                batches.for_each(|b| state.receive(epoch, b));
+                            });
+                            state.step(frontier, &activator);
                         });
-                        state.step(frontier, &activator);
                     }
                 },
             )
@@ -503,12 +507,14 @@ impl<'s> BuildCtx<'s> {
                 move |_, info| {
                     let activator = scope.activator_for(Rc::clone(&info.address));
                     move |(input, frontier), _output| {
-                        input.for_each(|cap, one_batch| {
-                            let batches = std::iter::once(one_batch);
-                            let epoch = cap.least().copied().unwrap_or(0);
-                            batches.for_each(|b| state.receive(epoch, b));
+                        state.guarded(|state| {
+                            input.for_each(|cap, one_batch| {
+                                let batches = std::iter::once(one_batch);
+                                let epoch = cap.least().copied().unwrap_or(0);
+                                batches.for_each(|b| state.receive(epoch, b));
+                            });
+                            state.step(frontier, &activator);
                         });
-                        state.step(frontier, &activator);
                     }
                 },
             )
@@ -519,6 +525,7 @@ impl<'s> BuildCtx<'s> {
 
 /// One worker's sink writer inside its operator.
 struct SinkState<T> {
+    name: String,
     writer: Option<Box<dyn SinkWriter<T>>>,
     scratch: Vec<T>,
     shared: Arc<JobShared>,
@@ -529,6 +536,17 @@ struct SinkState<T> {
 }
 
 impl<T> SinkState<T> {
+    /// Runs `f` (which calls the sink's writer); a panic in it fails the job with the sink's
+    /// name, and the writer is dropped.
+    fn guarded(&mut self, f: impl FnOnce(&mut Self)) {
+        let shared = Arc::clone(&self.shared);
+        let name = std::mem::take(&mut self.name);
+        if crate::function::guard(&shared, &name, || f(self)).is_none() {
+            self.writer = None;
+        }
+        self.name = name;
+    }
+
     /// Writes records, or holds them if they come after a cut not yet taken.
     fn receive(&mut self, epoch: Epoch, data: &mut Vec<(Timestamp, T)>) {
         if self.cuts.holds(epoch) {
@@ -814,6 +832,7 @@ pub(crate) fn run_worker(
             probe: probe.clone(),
             snapshots: Rc::clone(&snapshots),
             uid: String::new(),
+            job: job_name.to_owned(),
         };
         let uids = plan.state_ids().expect("execute checks the uids first");
         let mut streams: Vec<Option<ErasedStream>> = Vec::with_capacity(plan.nodes.len());
@@ -930,7 +949,13 @@ pub(crate) fn run_worker(
                     .epoch_max_records
                     .saturating_sub(emitted_in_epoch)
                     .clamp(1, cfg.poll_batch);
-                match d.poll(budget, &shared) {
+                let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    d.poll(budget, &shared)
+                }))
+                .unwrap_or_else(|payload| {
+                    Err(crate::function::panicked(d.stats().0, payload.as_ref()))
+                });
+                match polled {
                     Ok((n, status)) => {
                         emitted_in_epoch += n;
                         match status {

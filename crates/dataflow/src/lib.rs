@@ -14,8 +14,11 @@
 //! * [`StreamEnv`] ([`env`]): the job's entry point and `execute`.
 //! * [`DataStream`] ([`stream`]), [`KeyedStream`] ([`keyed`]), [`ConnectedStreams`] and
 //!   [`ConnectedKeyedStreams`] ([`connected`]): the API.
+//! * [`all_window`]: windows over a whole non-keyed stream (Flink's `windowAll`).
 //! * [`join`]: the interval join, the window join and the co-group.
 //! * [`state`]: named keyed state with TTL (Flink's state API) and operator state.
+//! * [`function`]: user functions with a lifecycle: panics and errors of user code fail the
+//!   job with the operator's name; non-keyed process functions and rich functions.
 //! * [`dedup`]: record-id deduplication (Bloom filters over exact id stores, event-time buckets).
 //! * [`plan`]: the job graph the API records, replayed on every worker.
 //! * [`execute`]: the worker loop, source driving and flow control (epochs in flight).
@@ -25,6 +28,7 @@
 //! Timestamps in the timely graph are *epochs*: batches of source records, closed by count or
 //! time. They bound the data in flight (flow control) and will delimit checkpoints.
 
+pub mod all_window;
 pub mod assign;
 mod backend;
 pub mod checkpoint;
@@ -35,6 +39,7 @@ mod coordinator;
 pub mod dedup;
 pub mod env;
 pub mod execute;
+pub mod function;
 pub mod join;
 pub mod keyed;
 pub mod metrics;
@@ -46,11 +51,16 @@ pub mod stream;
 pub mod time;
 pub mod window;
 
+pub use all_window::AllWindowedStream;
 pub use config::{JobConfig, RestartStrategy, StateBackend};
 pub use connected::{ConnectedKeyedStreams, ConnectedStreams};
 pub use dedup::DedupConfig;
 pub use env::{JobResult, Role, StopHandle, StreamEnv};
 pub use execute::{request_stop, Progress};
+pub use function::{
+    Counter, FunctionError, FunctionResult, MetricGroup, ProcessFunction, ProcessFunctionContext,
+    RichFilterFunction, RichFlatMapFunction, RichMapFunction, RuntimeContext,
+};
 pub use join::{
     CoGroup, CoGroupedStreams, InnerJoin, IntervalJoin, IntervalJoined, JoinContext, JoinEqualTo,
     JoinWhere, JoinWithWindow, JoinedStreams,

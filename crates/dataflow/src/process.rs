@@ -80,6 +80,11 @@ impl<X: Data> OutputTag<X> {
     pub fn id(&self) -> &str {
         &self.id
     }
+
+    /// The tag's name, shared (for tagged records).
+    pub(crate) fn shared_id(&self) -> Arc<str> {
+        Arc::clone(&self.id)
+    }
 }
 
 /// A record of the main output, or of a side output (type-erased; it never leaves its worker).
@@ -351,13 +356,17 @@ where
     S: serde::Serialize + serde::de::DeserializeOwned,
 {
     /// Runs `f` with `key` and its state in place (one lookup; the key is stored only when
-    /// its state first appears).
-    fn with_key(
+    /// its state first appears). A panic in `f` fails the job with the operator's name.
+    fn with_key<R: Default>(
         &mut self,
         key: K,
         timestamp: Timestamp,
-        f: impl FnOnce(&mut ProcessContext<'_, K, S, O>),
-    ) {
+        f: impl FnOnce(&mut ProcessContext<'_, K, S, O>) -> R,
+    ) -> R {
+        // After a failure (a panic in a user function, say) the job stops: call no more.
+        if self.env.shared.aborted() {
+            return R::default();
+        }
         let Instance {
             env,
             states,
@@ -367,8 +376,9 @@ where
             out,
             scratch,
         } = self;
+        let env: &OperatorEnv = env;
         let done = states.with_state(key, |key, state| {
-            f(&mut ProcessContext {
+            let mut ctx = ProcessContext {
                 env,
                 key,
                 state,
@@ -378,10 +388,15 @@ where
                 processing_timers,
                 out,
                 scratch,
-            })
+            };
+            crate::function::guard(&env.shared, &env.name, || f(&mut ctx))
         });
-        if let Err(e) = done {
-            env.shared.fail(e);
+        match done {
+            Ok(result) => result.unwrap_or_default(),
+            Err(e) => {
+                env.shared.fail(e);
+                R::default()
+            }
         }
     }
 }
@@ -410,7 +425,10 @@ where
         records: impl Iterator<Item = (Timestamp, I)>,
     ) {
         for (ts, x) in records {
-            let k = key(&x);
+            let Some(k) = crate::function::guard(&self.env.shared, &self.env.name, || key(&x))
+            else {
+                return;
+            };
             self.with_key(k, ts, |c| f.process_element(x, c));
         }
     }

@@ -1280,10 +1280,19 @@ impl<T: Data> DataStream<T> {
                         move |_, _| {
                             let mut out: Vec<R> = Vec::new();
                             let mut emitted: Vec<(Timestamp, R)> = Vec::new();
+                            let guarded = std::sync::Arc::clone(&shared);
+                            let op = operator.clone();
                             let mut apply = move |f: &mut F, batch: &mut Vec<(Timestamp, T)>| {
-                                for (ts, x) in batch.drain(..) {
-                                    f.flat_map(x, &mut out);
-                                    emitted.extend(out.drain(..).map(|r| (ts, r)));
+                                let done = crate::function::guard(&guarded, &op, || {
+                                    for (ts, x) in batch.drain(..) {
+                                        f.flat_map(x, &mut out);
+                                        emitted.extend(out.drain(..).map(|r| (ts, r)));
+                                    }
+                                });
+                                if done.is_none() {
+                                    batch.clear();
+                                    out.clear();
+                                    emitted.clear();
                                 }
                                 std::mem::take(&mut emitted)
                             };

@@ -6,7 +6,7 @@ use std::marker::PhantomData;
 use std::rc::Rc;
 use std::sync::Arc;
 
-use spate_types::{Data, Sink};
+use spate_types::{Data, Sink, SpateError};
 use timely::container::CapacityContainerBuilder;
 use timely::dataflow::channels::pact::{Exchange, Pipeline};
 use timely::dataflow::operators::vec::Broadcast;
@@ -14,6 +14,7 @@ use timely::dataflow::operators::{Concatenate, Operator};
 
 use crate::connected::ConnectedStreams;
 use crate::execute::BuildCtx;
+use crate::function::guard;
 use crate::keyed::KeyedStream;
 use crate::plan::{ErasedStream, Flow, Node, NodeId, NodeKind, Plan, TStream};
 use crate::time::Timestamp;
@@ -164,9 +165,28 @@ impl<T: Data> DataStream<T> {
         op: &str,
         f: impl Fn(&mut Vec<(Timestamp, T)>, &mut Vec<(Timestamp, R)>) + Send + Sync + 'static,
     ) -> DataStream<R> {
+        self.try_batch_node(op, move |batch, out| {
+            f(batch, out);
+            Ok(())
+        })
+    }
+
+    /// [`batch_node`](Self::batch_node) with a fallible `f`: an error (its message) fails
+    /// the job with the operator's name, as does a panic in `f`; the operator then drops its
+    /// input until the job stops.
+    pub(crate) fn try_batch_node<R: Data>(
+        &self,
+        op: &str,
+        f: impl Fn(&mut Vec<(Timestamp, T)>, &mut Vec<(Timestamp, R)>) -> Result<(), String>
+            + Send
+            + Sync
+            + 'static,
+    ) -> DataStream<R> {
         let f = Arc::new(f);
-        self.unary_node(op, "forward", move |_ctx, input, name| {
+        self.unary_node(op, "forward", move |ctx, input, name| {
             let f = Arc::clone(&f);
+            let shared = Arc::clone(ctx.shared());
+            let operator = name.to_owned();
             let data = input
                 .data
                 .unary::<CapacityContainerBuilder<Vec<(Timestamp, R)>>, _, _, _>(
@@ -174,16 +194,29 @@ impl<T: Data> DataStream<T> {
                     name,
                     move |_, _| {
                         let mut out = Vec::new();
+                        let mut failed = false;
                         move |input, output| {
-                            input.for_each(|cap, one_batch| {
-                                let data = std::iter::once(one_batch);
-                                let mut session = output.session(&cap);
-                                for batch in data {
-                                    f(batch, &mut out);
-                                    if !out.is_empty() {
-                                        session.give_container(&mut out);
-                                        out.clear();
+                            input.for_each(|cap, batch| {
+                                if failed {
+                                    batch.clear();
+                                    return;
+                                }
+                                match guard(&shared, &operator, || f(batch, &mut out)) {
+                                    Some(Ok(())) => {
+                                        if !out.is_empty() {
+                                            output.session(&cap).give_container(&mut out);
+                                            out.clear();
+                                        }
                                     }
+                                    Some(Err(message)) => {
+                                        failed = true;
+                                        shared.fail(SpateError::function(&operator, message));
+                                    }
+                                    None => failed = true,
+                                }
+                                if failed {
+                                    out.clear();
+                                    batch.clear();
                                 }
                             });
                         }
@@ -245,6 +278,59 @@ impl<T: Data> DataStream<T> {
         self.batch_node("inspect", move |batch, out| {
             batch.iter().for_each(|(_, x)| f(x));
             std::mem::swap(batch, out);
+        })
+    }
+
+    /// Applies the fallible `f` to every record (a Flink `MapFunction` that throws): an
+    /// `Err` fails the job with the operator's name and the error's message, and a
+    /// checkpointed job then restarts under its restart strategy, as it does after a panic.
+    /// Any error type that displays will do: `String`, `std::io::Error`, `SpateError`,
+    /// `anyhow::Error`, `Box<dyn Error>`.
+    pub fn try_map<R: Data, E: std::fmt::Display>(
+        &self,
+        f: impl Fn(T) -> Result<R, E> + Send + Sync + 'static,
+    ) -> DataStream<R> {
+        self.try_batch_node("try_map", move |batch, out| {
+            out.reserve(batch.len());
+            for (ts, x) in batch.drain(..) {
+                out.push((ts, f(x).map_err(|e| e.to_string())?));
+            }
+            Ok(())
+        })
+    }
+
+    /// Keeps the records for which the fallible `f` gives `Ok(true)`; an `Err` fails the job
+    /// as in [`try_map`](Self::try_map).
+    pub fn try_filter<E: std::fmt::Display>(
+        &self,
+        f: impl Fn(&T) -> Result<bool, E> + Send + Sync + 'static,
+    ) -> DataStream<T> {
+        self.try_batch_node("try_filter", move |batch, out| {
+            for (ts, x) in batch.drain(..) {
+                if f(&x).map_err(|e| e.to_string())? {
+                    out.push((ts, x));
+                }
+            }
+            Ok(())
+        })
+    }
+
+    /// Replaces every record by the records the fallible `f` returns for it; an `Err` fails
+    /// the job as in [`try_map`](Self::try_map).
+    pub fn try_flat_map<R: Data, I, E: std::fmt::Display>(
+        &self,
+        f: impl Fn(T) -> Result<I, E> + Send + Sync + 'static,
+    ) -> DataStream<R>
+    where
+        I: IntoIterator<Item = R>,
+    {
+        self.try_batch_node("try_flat_map", move |batch, out| {
+            out.reserve(batch.len());
+            for (ts, x) in batch.drain(..) {
+                let items = f(x).map_err(|e| e.to_string())?;
+                out.extend(items.into_iter().map(|r| (ts, r)));
+            }
+            Ok(())
         })
     }
 

@@ -11,6 +11,10 @@ pub enum ErrorDomain {
     External,
     /// A bug in Spate: an invariant broke.
     Internal,
+    /// A user function returned an error or panicked. As Flink does with an exception thrown
+    /// by user code, a restart may help (the function may depend on the outside world), so the
+    /// restart strategy applies.
+    Function,
 }
 
 /// The error type of Spate's library crates.
@@ -59,6 +63,24 @@ pub enum SpateError {
     /// A broken invariant: a bug in Spate.
     #[error("internal error: {0}")]
     Internal(String),
+    /// A user function of an operator returned an error or panicked.
+    #[error("operator {operator} {}: {message}", outcome(.panicked))]
+    Function {
+        /// The name of the operator whose function failed.
+        operator: String,
+        /// Whether the function panicked (rather than returning an error).
+        panicked: bool,
+        /// The error's message, or the panic's payload.
+        message: String,
+    },
+}
+
+fn outcome(panicked: &bool) -> &'static str {
+    if *panicked {
+        "panicked"
+    } else {
+        "failed"
+    }
 }
 
 impl SpateError {
@@ -72,6 +94,16 @@ impl SpateError {
                 ErrorDomain::External
             }
             SpateError::Internal(_) => ErrorDomain::Internal,
+            SpateError::Function { .. } => ErrorDomain::Function,
+        }
+    }
+
+    /// The error of a user function of `operator` that returned `error`.
+    pub fn function(operator: impl Into<String>, error: impl std::fmt::Display) -> Self {
+        SpateError::Function {
+            operator: operator.into(),
+            panicked: false,
+            message: error.to_string(),
         }
     }
 
