@@ -128,6 +128,30 @@ impl<T: Data> SourceReader<T> for FlakyReader<T> {
     }
 }
 
+/// Event time from the value (one event per ms), then 1 s tumbling windows per key
+/// `v % keys`: `(key, window start, count, sum)`.
+pub(crate) fn counted_windows(
+    numbers: DataStream<u64>,
+    keys: u64,
+) -> DataStream<(u64, i64, u64, u64)> {
+    numbers
+        .assign_timestamps_and_watermarks(
+            WatermarkStrategy::for_bounded_out_of_orderness(Duration::from_millis(50))
+                .with_timestamp_assigner(|v: &u64, _| *v as i64),
+        )
+        .key_by(move |v: &u64| v % keys)
+        .window(TumblingEventTimeWindows::of(Duration::from_secs(1)))
+        .aggregate_with(
+            Count,
+            |k: &u64,
+             w: &WindowContext<'_, TimeWindow>,
+             (n, sum): (u64, u64),
+             out: &mut Vec<(u64, i64, u64, u64)>| {
+                out.push((*k, w.window.start, n, sum))
+            },
+        )
+}
+
 pub(crate) struct Count;
 
 impl AggregateFunction<u64> for Count {
@@ -186,23 +210,7 @@ pub(crate) fn run_windows(
     let env = StreamEnv::new(config);
     // Paced so that several checkpoints complete before the failure.
     let source = Flaky::new(EVENTS, 60_000.0, fail_after);
-    env.from_source(source)
-        .assign_timestamps_and_watermarks(
-            WatermarkStrategy::for_bounded_out_of_orderness(Duration::from_millis(50))
-                .with_timestamp_assigner(|v: &u64, _| *v as i64),
-        )
-        .key_by(|v: &u64| v % 7)
-        .window(TumblingEventTimeWindows::of(Duration::from_secs(1)))
-        .aggregate_with(
-            Count,
-            |k: &u64,
-             w: &WindowContext<'_, TimeWindow>,
-             (n, sum): (u64, u64),
-             out: &mut Vec<(u64, i64, u64, u64)>| {
-                out.push((*k, w.window.start, n, sum))
-            },
-        )
-        .write_jsonl(out);
+    counted_windows(env.from_source(source), 7).write_jsonl(out);
     env.execute("checkpointed windows")
 }
 
@@ -320,30 +328,16 @@ fn a_job_restarts_in_place_after_a_failure_a_restart_can_cure() {
     let env = StreamEnv::new(config);
     let failed_once = Arc::new(AtomicU64::new(0));
     let flag = Arc::clone(&failed_once);
-    env.from_source(SequenceSource::new(0, Some(EVENTS)).rate(60_000.0))
+    let numbers = env
+        .from_source(SequenceSource::new(0, Some(EVENTS)).rate(60_000.0))
         .map(move |v: u64| {
             // An outside failure, once, in the middle of the run.
             if v == EVENTS / 2 && flag.fetch_add(1, Ordering::SeqCst) == 0 {
                 FAIL.store(true, Ordering::SeqCst);
             }
             v
-        })
-        .assign_timestamps_and_watermarks(
-            WatermarkStrategy::for_bounded_out_of_orderness(Duration::from_millis(50))
-                .with_timestamp_assigner(|v: &u64, _| *v as i64),
-        )
-        .key_by(|v: &u64| v % 7)
-        .window(TumblingEventTimeWindows::of(Duration::from_secs(1)))
-        .aggregate_with(
-            Count,
-            |k: &u64,
-             w: &WindowContext<'_, TimeWindow>,
-             (n, sum): (u64, u64),
-             out: &mut Vec<(u64, i64, u64, u64)>| {
-                out.push((*k, w.window.start, n, sum))
-            },
-        )
-        .sink_to(FailingSink::new(&out));
+        });
+    counted_windows(numbers, 7).sink_to(FailingSink::new(&out));
     let result = env.execute("restarts in place").unwrap();
     assert_eq!(result.metrics.get("fullRestarts"), Some(&1));
     assert_eq!(rows(&out), rows(&expected_dir));

@@ -10,13 +10,11 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use spate::dataflow::{
-    AggregateFunction, RestartStrategy, TimeWindow, TumblingEventTimeWindows, WindowContext,
-};
+use spate::dataflow::{RestartStrategy, TumblingEventTimeWindows};
 use spate::prelude::*;
 use spate::types::ErrorDomain;
 
-use crate::checkpoints::rows;
+use crate::checkpoints::{counted_windows, rows};
 
 /// A job over `0..100` whose map, named `parse`, panics on record 17.
 fn panicking_map(workers: usize) -> SpateError {
@@ -47,26 +45,6 @@ fn a_panic_in_a_map_fails_the_job_with_the_operator_name_on_1_and_2_workers() {
     }
 }
 
-struct Count;
-
-impl AggregateFunction<u64> for Count {
-    type Acc = (u64, u64);
-    type Out = (u64, u64);
-    fn create_accumulator(&self) -> (u64, u64) {
-        (0, 0)
-    }
-    fn add(&self, v: &u64, acc: &mut (u64, u64)) {
-        acc.0 += 1;
-        acc.1 += v;
-    }
-    fn get_result(&self, acc: &(u64, u64)) -> (u64, u64) {
-        *acc
-    }
-    fn merge(&self, a: (u64, u64), b: (u64, u64)) -> (u64, u64) {
-        (a.0 + b.0, a.1 + b.1)
-    }
-}
-
 const EVENTS: u64 = 30_000;
 
 /// Windows of 1 s of event time (one event per ms) per key `v % 5` after `f`, written to
@@ -78,23 +56,7 @@ fn windowed_job(
 ) -> SpateResult<JobResult> {
     let env = StreamEnv::new(config);
     let source = env.from_source(SequenceSource::new(0, Some(EVENTS)).rate(30_000.0));
-    f(source)
-        .assign_timestamps_and_watermarks(
-            WatermarkStrategy::for_bounded_out_of_orderness(Duration::from_millis(50))
-                .with_timestamp_assigner(|v: &u64, _| *v as i64),
-        )
-        .key_by(|v: &u64| v % 5)
-        .window(TumblingEventTimeWindows::of(Duration::from_secs(1)))
-        .aggregate_with(
-            Count,
-            |k: &u64,
-             w: &WindowContext<'_, TimeWindow>,
-             (n, sum): (u64, u64),
-             out: &mut Vec<(u64, i64, u64, u64)>| {
-                out.push((*k, w.window.start, n, sum))
-            },
-        )
-        .write_jsonl(out);
+    counted_windows(f(source), 5).write_jsonl(out);
     env.execute("windows after a user function")
 }
 
