@@ -73,8 +73,12 @@ fn restarting(workers: usize, ckpt: &Path) -> JobConfig {
 
 static PANICKED: AtomicBool = AtomicBool::new(false);
 
-#[test]
-fn a_function_that_panics_once_restarts_and_the_job_writes_the_failure_free_output() {
+/// Runs the windowed job with `f` in it on 2 workers with checkpoints and a restart strategy,
+/// where `f` fails once (raising `failed`): one restart, then the failure-free output.
+fn restarts_once_to_the_failure_free_output(
+    failed: &AtomicBool,
+    f: impl Fn(DataStream<u64>) -> DataStream<u64>,
+) {
     let tmp = tempfile::tempdir().unwrap();
     let (expected, out, ckpt) = (
         tmp.path().join("e"),
@@ -82,18 +86,22 @@ fn a_function_that_panics_once_restarts_and_the_job_writes_the_failure_free_outp
         tmp.path().join("c"),
     );
     windowed_job(&expected, JobConfig::local(1), |s| s).unwrap();
-    let result = windowed_job(&out, restarting(2, &ckpt), |s| {
+    let result = windowed_job(&out, restarting(2, &ckpt), f).unwrap();
+    assert!(failed.load(Ordering::SeqCst));
+    assert_eq!(result.metrics.get("fullRestarts"), Some(&1));
+    assert_eq!(rows(&out), rows(&expected));
+}
+
+#[test]
+fn a_function_that_panics_once_restarts_and_the_job_writes_the_failure_free_output() {
+    restarts_once_to_the_failure_free_output(&PANICKED, |s| {
         s.map(|v: u64| {
             if v == EVENTS / 2 && !PANICKED.swap(true, Ordering::SeqCst) {
                 panic!("a failure on the first attempt");
             }
             v
         })
-    })
-    .unwrap();
-    assert!(PANICKED.load(Ordering::SeqCst));
-    assert_eq!(result.metrics.get("fullRestarts"), Some(&1));
-    assert_eq!(rows(&out), rows(&expected));
+    });
 }
 
 struct Explodes;
@@ -217,25 +225,14 @@ static FAILED_ONCE: AtomicBool = AtomicBool::new(false);
 
 #[test]
 fn a_function_that_errs_once_restarts_and_the_job_writes_the_failure_free_output() {
-    let tmp = tempfile::tempdir().unwrap();
-    let (expected, out, ckpt) = (
-        tmp.path().join("e"),
-        tmp.path().join("o"),
-        tmp.path().join("c"),
-    );
-    windowed_job(&expected, JobConfig::local(1), |s| s).unwrap();
-    let result = windowed_job(&out, restarting(2, &ckpt), |s| {
+    restarts_once_to_the_failure_free_output(&FAILED_ONCE, |s| {
         s.try_map(|v: u64| {
             if v == EVENTS / 3 && !FAILED_ONCE.swap(true, Ordering::SeqCst) {
                 return Err("the enrichment service timed out");
             }
             Ok(v)
         })
-    })
-    .unwrap();
-    assert!(FAILED_ONCE.load(Ordering::SeqCst));
-    assert_eq!(result.metrics.get("fullRestarts"), Some(&1));
-    assert_eq!(rows(&out), rows(&expected));
+    });
 }
 
 // ---------------------------------------------------------------------------------------------
