@@ -24,7 +24,7 @@ use crate::backend::PartFiles;
 /// A worker's checkpoint bookkeeping, shared by its operators and its loop (one thread).
 #[derive(Default)]
 pub(crate) struct WorkerSnapshots {
-    /// The stateful operators registered on this worker, by name.
+    /// The stateful operators registered on this worker, by state id (uid).
     pub(crate) operators: Vec<String>,
     /// Operator snapshots per checkpoint: `(operator, bytes, files written or referred to)`.
     pub(crate) parts: BTreeMap<u64, Vec<(String, Vec<u8>, PartFiles)>>,
@@ -83,7 +83,8 @@ impl SnapshotHandle {
     }
 }
 
-/// The file of operator `name`'s snapshot on `worker`, within a checkpoint.
+/// The file of the snapshot of the operator with state id `name` on `worker`, within a
+/// checkpoint.
 pub(crate) fn operator_file(name: &str, worker: usize) -> String {
     format!("op/{}/w{worker}.bin", sanitize(name))
 }
@@ -93,7 +94,7 @@ pub(crate) fn sources_file(worker: usize) -> String {
     format!("sources/w{worker}.json")
 }
 
-/// Keeps the characters storage accepts in a file name (operator names are free-form).
+/// Keeps the characters storage accepts in a file name (user-set uids are free-form).
 pub(crate) fn sanitize(name: &str) -> String {
     name.chars()
         .map(|c| {
