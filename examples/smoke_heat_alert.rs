@@ -24,12 +24,15 @@
 //! windows, as in Flink. `--output PATH` writes the alerts into one JSON-lines file instead of
 //! stdout; `--seed`, `--sensors` and `--rate` (readings per second of wall-clock time) shape
 //! the input; `--workers` and `--processes` the job. The alerts do not depend on the number of
-//! workers or processes. The pipeline is [`spate::sensors::smoke_heat_alerts`].
+//! workers or processes. The pipeline is [`sensors::smoke_heat_alerts`].
 
 use std::time::Duration;
 
 use spate::prelude::*;
-use spate::sensors::{smoke_heat_alerts, SmokeHeatConfig};
+#[allow(dead_code)] // each example uses part of the shared pipelines
+mod sensors;
+
+use sensors::{smoke_heat_alerts, SmokeHeatConfig};
 
 const USAGE: &str = "usage: smoke_heat_alert [--rounds N] [--max-temp DEGREES] [--window-secs N] \
                      [--slide-secs N] [--out-of-orderness-secs N] [--seed N] [--sensors N] \

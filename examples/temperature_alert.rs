@@ -19,14 +19,17 @@
 //! `--output PATH` writes the alerts into one JSON-lines file instead of stdout. `--seed`,
 //! `--sensors` and `--rate` (readings per second of wall-clock time; default: as fast as
 //! possible) shape the input; `--workers` and `--processes` the job. A summary goes to stderr.
-//! The pipeline is [`spate::sensors::temperature_alerts`].
+//! The pipeline is [`sensors::temperature_alerts`].
 //!
 //! As in Flink, "previous" is the previous reading to arrive. Each sensor is read by one
 //! worker, round by round, so with per-channel order (Flink's guarantee) the alerts do not
 //! depend on the number of workers (`tests/it/sensors.rs` checks this with large epochs).
 
 use spate::prelude::*;
-use spate::sensors::{temperature_alerts, DEFAULT_JUMP_THRESHOLD};
+#[allow(dead_code)] // each example uses part of the shared pipelines
+mod sensors;
+
+use sensors::{temperature_alerts, DEFAULT_JUMP_THRESHOLD};
 
 const USAGE: &str = "usage: temperature_alert [--rounds N] [--threshold DEGREES] [--seed N] \
                      [--sensors N] [--rate READINGS_PER_SEC] [--output PATH] [--workers N] \

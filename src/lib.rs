@@ -32,8 +32,6 @@ pub use spate_connectors as connectors;
 pub use spate_dataflow as dataflow;
 pub use spate_types as types;
 
-pub mod sensors;
-
 use spate_connectors::{
     CollectHandle, CollectSink, CollectionSource, CsvSource, FileSink, JsonLinesSource,
     SocketTextSource, StdinSource, StdoutSink,

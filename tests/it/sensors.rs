@@ -1,4 +1,4 @@
-//! The forest-sensor examples' pipelines (`spate::sensors`) against naive oracles: the
+//! The forest-sensor examples' pipelines (`examples/sensors`) against naive oracles: the
 //! temperature alert against a sequential walk over each sensor's readings in event-time
 //! order, the smoke-and-heat alert against a per-area grouping of the readings into sliding
 //! windows. On 1 and 3 workers, with small epochs so that records cross many epochs.
@@ -16,7 +16,11 @@ use std::time::Duration;
 
 use spate::connectors::generators::SplitMix64;
 use spate::prelude::*;
-use spate::sensors::{
+#[allow(dead_code)]
+#[path = "../../examples/sensors/mod.rs"]
+mod pipelines;
+
+use pipelines::{
     area_window_stats, smoke_heat_alerts, temperature_alerts, AreaStats, SmokeHeatAlert,
     SmokeHeatConfig, TemperatureAlert, DEFAULT_JUMP_THRESHOLD,
 };

@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 
 use spate_types::{Data, Source, SpateError, SpateResult};
 
+use crate::checkpoint::coordinator::CheckpointRuntime;
 use crate::cluster;
 use crate::config::JobConfig;
-use crate::coordinator::CheckpointRuntime;
 use crate::execute::{install_signal_handler, run_worker, JobShared, Progress, RunningJob};
 use crate::plan::{ErasedStream, NodeKind, Plan, StrategySlot};
 use crate::stream::{add_node, DataStream};
@@ -389,8 +389,8 @@ fn check_restore(config: &JobConfig, claims: &[String]) -> SpateResult<()> {
         return Ok(());
     };
     let storage = open_storage(dir)?;
-    match crate::coordinator::resolve_restore(&storage, config)? {
-        Some(r) => crate::coordinator::check_claims(&r, config, claims),
+    match crate::checkpoint::coordinator::resolve_restore(&storage, config)? {
+        Some(r) => crate::checkpoint::coordinator::check_claims(&r, config, claims),
         None => Ok(()),
     }
 }

@@ -32,12 +32,14 @@ use timely::dataflow::operators::vec::Broadcast;
 use timely::dataflow::operators::{Operator, Probe};
 use timely::dataflow::{InputHandleVec, ProbeHandle, Scope};
 
+use crate::checkpoint::coordinator::{
+    note_completed, CheckpointRuntime, Report, WorkerCheckpointer,
+};
+use crate::checkpoint::snapshot::{Cuts, SharedSnapshots, SnapshotHandle, WorkerSnapshots};
 use crate::checkpoint::{boundary, interval_of, EpochClock};
 use crate::config::JobConfig;
-use crate::coordinator::{note_completed, CheckpointRuntime, Report, WorkerCheckpointer};
 use crate::metrics::Metrics;
 use crate::plan::{Epoch, ErasedStream, Flow, Plan, TStream, WStream};
-use crate::snapshot::{Cuts, SharedSnapshots, SnapshotHandle, WorkerSnapshots};
 use crate::time::{
     self, SourceWatermarks, Timestamp, WatermarkStrategy, WmMsg, MAX_WATERMARK, NO_TIMESTAMP,
 };
@@ -296,7 +298,7 @@ impl<'s> BuildCtx<'s> {
     }
 
     /// Reads a file of the restored checkpoint (the chains of incremental snapshots).
-    pub(crate) fn restored_file_reader(&self) -> crate::backend::FileReader {
+    pub(crate) fn restored_file_reader(&self) -> crate::state::backend::FileReader {
         let rt = self.shared.checkpoints.clone();
         Box::new(move |name: &str| match rt.as_ref() {
             Some(rt) => rt.restored_file(name),
@@ -313,12 +315,12 @@ impl<'s> BuildCtx<'s> {
         &self,
         checkpoints: bool,
         group: fn(&K, u32) -> spate_types::keygroup::KeyGroup,
-    ) -> crate::backend::KeyedStates<K, S>
+    ) -> crate::state::backend::KeyedStates<K, S>
     where
         K: spate_types::Data + std::hash::Hash + Eq,
         S: serde::Serialize + serde::de::DeserializeOwned,
     {
-        use crate::backend::{DiskSetup, DiskStates, KeyedStates};
+        use crate::state::backend::{DiskSetup, DiskStates, KeyedStates};
         let crate::config::StateBackend::Disk {
             dir,
             cache_keys,
@@ -329,9 +331,10 @@ impl<'s> BuildCtx<'s> {
         };
         let name = self.uid();
         let opened = self.shared.state_dir(dir.as_deref()).and_then(|root| {
-            let path = root
-                .join(format!("w{}", self.index()))
-                .join(format!("{}.redb", crate::snapshot::sanitize(name)));
+            let path = root.join(format!("w{}", self.index())).join(format!(
+                "{}.redb",
+                crate::checkpoint::snapshot::sanitize(name)
+            ));
             DiskStates::open(DiskSetup {
                 path,
                 cache_keys: *cache_keys,

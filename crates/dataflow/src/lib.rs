@@ -16,7 +16,11 @@
 //!   [`ConnectedKeyedStreams`] ([`connected`]): the API.
 //! * [`all_window`]: windows over a whole non-keyed stream (Flink's `windowAll`).
 //! * [`join`]: the interval join, the window join and the co-group.
-//! * [`state`]: named keyed state with TTL (Flink's state API) and operator state.
+//! * [`state`]: named keyed state with TTL (Flink's state API), operator state, and the state
+//!   backends (`state::backend`: memory, disk) that keep a keyed operator's keys.
+//! * [`checkpoint`]: checkpoint boundaries in the epoch space, what each worker snapshots at a
+//!   cut (`checkpoint::snapshot`), and the coordination of uploads, manifests and restores
+//!   (`checkpoint::coordinator`).
 //! * [`function`]: user functions with a lifecycle: panics and errors of user code fail the
 //!   job with the operator's name; non-keyed process functions and rich functions.
 //! * [`dedup`]: record-id deduplication (Bloom filters over exact id stores, event-time buckets).
@@ -30,12 +34,10 @@
 
 pub mod all_window;
 pub mod assign;
-mod backend;
 pub mod checkpoint;
 pub mod cluster;
 pub mod config;
 pub mod connected;
-mod coordinator;
 pub mod dedup;
 pub mod env;
 pub mod execute;
@@ -45,7 +47,6 @@ pub mod keyed;
 pub mod metrics;
 pub mod plan;
 pub mod process;
-mod snapshot;
 pub mod state;
 pub mod stream;
 pub mod time;

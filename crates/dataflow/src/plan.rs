@@ -19,8 +19,8 @@ use spate_types::{SpateError, SpateResult};
 
 use timely::dataflow::{Scope, StreamVec};
 
+use crate::checkpoint::snapshot::sanitize;
 use crate::execute::BuildCtx;
-use crate::snapshot::sanitize;
 use crate::time::{Timestamp, WmMsg};
 
 /// The index of a node in its plan.

@@ -32,14 +32,14 @@ use timely::container::CapacityContainerBuilder;
 use timely::dataflow::channels::pact::{Exchange, Pipeline};
 use timely::dataflow::operators::{Capability, Operator};
 
-use crate::backend::{
-    decode_chain_part, encode_chain_part, hash_key, read_records, stored_key_group, ChainPart,
-    KeyedStates, PartFiles,
-};
 use crate::checkpoint::boundary;
 use crate::execute::{BuildCtx, JobShared};
 use crate::keyed::{KeyFn, KeyedStream};
 use crate::plan::{Epoch, ErasedStream, Flow, NodeKind, TStream, WStream};
+use crate::state::backend::{
+    decode_chain_part, encode_chain_part, hash_key, read_records, stored_key_group, ChainPart,
+    KeyedStates, PartFiles,
+};
 use crate::stream::{add_node, DataStream};
 use crate::time::{processing_time_now, Timestamp, WmGate, WmMsg, WmTracker, NO_TIMESTAMP};
 

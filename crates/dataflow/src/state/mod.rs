@@ -99,6 +99,13 @@
 //! new instance gets an even share of the union of all old instances' lists (round-robin,
 //! [`CheckpointedFunction::restore_state`]), so the lists may be restored on any number of
 //! workers, with nothing lost or doubled.
+//!
+//! # Backends
+//!
+//! [`backend`] holds where a keyed operator instance keeps its keys' state: on the heap
+//! (memory, the default) or in an embedded B-tree on local disk with incremental checkpoints.
+
+pub(crate) mod backend;
 
 use std::any::Any;
 use std::collections::HashMap;
@@ -116,9 +123,9 @@ use timely::container::CapacityContainerBuilder;
 use timely::dataflow::channels::pact::Pipeline;
 use timely::dataflow::operators::Operator;
 
+use crate::checkpoint::snapshot::Cuts;
 use crate::plan::Flow;
 use crate::process::ProcessContext;
-use crate::snapshot::Cuts;
 use crate::stream::DataStream;
 use crate::time::{processing_time_now, Timestamp};
 use crate::window::AggregateFunction;

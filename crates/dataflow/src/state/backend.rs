@@ -559,7 +559,7 @@ where
         }
         let prefix = format!(
             "op/{}/w{}-c{c}",
-            crate::snapshot::sanitize(&self.setup.operator),
+            crate::checkpoint::snapshot::sanitize(&self.setup.operator),
             self.setup.worker
         );
         let mut files = PartFiles::default();

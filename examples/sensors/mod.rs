@@ -1,5 +1,6 @@
 //! The forest-sensor alert pipelines, shared by `examples/temperature_alert.rs`,
-//! `examples/smoke_heat_alert.rs` and their tests.
+//! `examples/smoke_heat_alert.rs` and their tests (`tests/it/sensors.rs`), which include this
+//! file as a module (`mod sensors;`): demo pipelines, not part of the library.
 //!
 //! Both read [`SensorReading`]s, as the forest-sensor generator ([`SensorSource`]) makes them:
 //! one reading per sensor every 5 s of event time, sensor `id` in area `id / 50`
@@ -17,9 +18,9 @@
 //!   window saw smoke and its hottest reading is above a threshold. [`area_window_stats`] is
 //!   the same pipeline without the condition: every window's statistics.
 //!
-//! ```
+//! ```ignore
 //! use spate::prelude::*;
-//! use spate::sensors::{smoke_heat_alerts, temperature_alerts, SmokeHeatConfig};
+//! use sensors::{smoke_heat_alerts, temperature_alerts, SmokeHeatConfig};
 //!
 //! let env = StreamEnv::new(JobConfig::local(2));
 //! let readings = env.from_source(SensorSource::new(7).sensors(100).rounds(60));

@@ -19,7 +19,7 @@ use std::rc::Rc;
 
 use spate_types::SplitPosition;
 
-use crate::backend::PartFiles;
+use crate::state::backend::PartFiles;
 
 /// A worker's checkpoint bookkeeping, shared by its operators and its loop (one thread).
 #[derive(Default)]

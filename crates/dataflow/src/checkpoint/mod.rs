@@ -1,4 +1,14 @@
-//! Checkpoint boundaries in the epoch space.
+//! Checkpoints in the engine: where the cuts are, what each worker snapshots, and how the
+//! parts become a manifest.
+//!
+//! * this module: checkpoint boundaries in the epoch space (below);
+//! * [`snapshot`]: what one worker gathers for each checkpoint, and what a restore hands back;
+//! * [`coordinator`]: uploads, manifests, completion, and what a restore reads and which
+//!   state ids it must find claimed.
+//!
+//! Storage, manifests and retention live in the `spate-checkpoint` crate.
+//!
+//! # Checkpoint boundaries in the epoch space
 //!
 //! An epoch is a `u64` whose high 32 bits count checkpoint intervals and whose low 32 bits
 //! count epochs within one: `epoch = (interval << 32) | sequence`. Checkpoint `c` is the cut
@@ -9,6 +19,9 @@
 //! crosses a boundary by itself.
 //!
 //! Without a checkpoint interval, the interval stays 0 and epochs count up from 0 as before.
+
+pub(crate) mod coordinator;
+pub(crate) mod snapshot;
 
 use std::time::{Duration, Instant};
 

@@ -1,6 +1,6 @@
 //! Checkpoint coordination: from the parts every worker gathers to a manifest, and back.
 //!
-//! See [`crate::snapshot`] for what a worker gathers. Here:
+//! See [`crate::checkpoint::snapshot`] for what a worker gathers. Here:
 //!
 //! * [`CheckpointRuntime`] is shared by the workers of one process: the storage, the writer of
 //!   each checkpoint in flight (one per process; every local worker puts its files through it),
@@ -25,10 +25,10 @@ use spate_checkpoint::{
 use spate_types::{SpateError, SpateResult, SplitPosition};
 use timely::dataflow::InputHandleVec;
 
+use crate::checkpoint::snapshot::{operator_file, sanitize, sources_file, SharedSnapshots};
 use crate::config::JobConfig;
 use crate::metrics::Metrics;
 use crate::plan::Epoch;
-use crate::snapshot::{operator_file, sanitize, sources_file, SharedSnapshots};
 
 /// What a process reports to worker 0 about checkpoint `c`.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
