@@ -16,6 +16,8 @@
 //!   [`ConnectedKeyedStreams`] ([`connected`]): the API.
 //! * [`all_window`]: windows over a whole non-keyed stream (Flink's `windowAll`).
 //! * [`join`]: the interval join, the window join and the co-group.
+//! * [`changelog`]: updating aggregates emitted as a changelog (`+I -U +U -D`), Flink's
+//!   unbounded `GROUP BY` and retract streams.
 //! * [`state`]: named keyed state with TTL (Flink's state API) and operator state.
 //! * [`function`]: user functions with a lifecycle: panics and errors of user code fail the
 //!   job with the operator's name; non-keyed process functions and rich functions.
@@ -31,6 +33,7 @@
 pub mod all_window;
 pub mod assign;
 mod backend;
+pub mod changelog;
 pub mod checkpoint;
 pub mod cluster;
 pub mod config;
@@ -52,6 +55,7 @@ pub mod time;
 pub mod window;
 
 pub use all_window::AllWindowedStream;
+pub use changelog::{Change, RowKind, Updating, UpdatingAggregate, UpdatingState};
 pub use config::{JobConfig, RestartStrategy, StateBackend};
 pub use connected::{ConnectedKeyedStreams, ConnectedStreams};
 pub use dedup::DedupConfig;
