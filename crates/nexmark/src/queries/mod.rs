@@ -19,8 +19,8 @@
 //! | q3 | persons in OR, ID or CA who sell in category 10 | filtered persons and auctions, then an incremental join (keyed co-process with keyed state) |
 //! | q4 | per category, the average winning price of closed auctions (updating) | keyed co-process join with a timer at each auction's expiry, then an updating average ([`spate_dataflow::changelog`]) |
 //! | q5 | hot items: the auctions with the most bids per sliding window (10 s, slide 2 s) | count per auction in sliding windows, then the maximum per window end (tumbling window keyed by the end) |
-//! | q7 | the bids with the highest price per 10 s tumbling window | maximum price per tumbling window (`window_all`), interval-joined back to the bids on price |
-//! | q8 | persons who opened an auction in the 10 s tumbling window they registered in | window co-group of persons and auctions on `id = seller` (10 s tumbling) |
+//! | q7 | the bids with the highest price per 10 s tumbling window | the highest bids per tumbling window (`window_all` aggregate), and the bids at exactly a window's end joined to the window before (keyed co-process on the window end) |
+//! | q8 | persons who opened an auction in the 10 s tumbling window they registered in | persons and sellers united, keyed by person id, aggregated per 10 s tumbling window |
 //! | q9 | the winning bid of each auction | keyed co-process join with a timer at each auction's expiry |
 //! | q10 | bids with their day (`yyyy-MM-dd`) and minute (`HH:mm`), the partition columns of Flink's file sink | map |
 //! | q11 | bids per bidder per session window (gap 10 s) | session windows |

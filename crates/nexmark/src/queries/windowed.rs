@@ -2,20 +2,21 @@
 //!
 //! q5 counts bids per auction in sliding windows, then takes each window's maximum in a
 //! tumbling window keyed by the window's end (Flink SQL's plan: a window aggregate, then a
-//! window top-1 with ties). q7 takes the highest price of each tumbling window over the whole
-//! stream and joins it back to the bids on price with an interval join, whose inclusive
-//! bounds are the query's `BETWEEN window_end - 10 s AND window_end`.
+//! window top-1 with ties). q7 keeps the highest bids of each tumbling window over the whole
+//! stream (`window_all`), and joins the bids at exactly a window's end, which the query's
+//! inclusive `BETWEEN window_end - 10 s AND window_end` adds, to the window before.
 
 use std::time::Duration;
 
 use spate_dataflow::{
-    AggregateFunction, DataStream, EventTimeSessionWindows, JoinContext, SlidingEventTimeWindows,
-    TimeWindow, Timestamp, Trigger, TriggerContext, TriggerResult, TumblingEventTimeWindows,
-    TumblingProcessingTimeWindows, Window, MAX_WATERMARK,
+    AggregateFunction, DataStream, Either, EventTimeSessionWindows, KeyedCoProcessFunction,
+    ProcessContext, SlidingEventTimeWindows, TimeDomain, TimeWindow, Timestamp, Trigger,
+    TriggerContext, TriggerResult, TumblingEventTimeWindows, TumblingProcessingTimeWindows, Window,
+    MAX_WATERMARK,
 };
 
 use super::{auctions, bids, ms, persons, with_event_time, Cols, Row};
-use crate::model::{Auction, Event, Person, Text};
+use crate::model::{Event, Text};
 
 /// q5's row: a hot auction and its number of bids in the window.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
@@ -144,22 +145,136 @@ pub struct PriceBidRow {
     pub extra: Text,
 }
 
-/// A tumbling window's highest price.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-struct WindowMaxPrice {
-    /// The window's end, epoch milliseconds.
+/// The highest price of a tumbling window `[start, end)` and the window's bids at that price.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+struct HighestBids {
+    /// The highest price, once the window has a bid.
+    price: Option<i64>,
+    /// The bids at that price.
+    bids: Vec<PriceBidRow>,
+}
+
+/// Keeps a window's highest price and the bids at it.
+struct HighestPrice;
+
+impl AggregateFunction<PriceBidRow> for HighestPrice {
+    type Acc = HighestBids;
+    type Out = HighestBids;
+
+    fn create_accumulator(&self) -> HighestBids {
+        HighestBids::default()
+    }
+
+    fn add(&self, b: &PriceBidRow, acc: &mut HighestBids) {
+        match acc.price {
+            Some(max) if max > b.price => {}
+            Some(max) if max == b.price => acc.bids.push(b.clone()),
+            _ => {
+                acc.price = Some(b.price);
+                acc.bids.clear();
+                acc.bids.push(b.clone());
+            }
+        }
+    }
+
+    fn get_result(&self, acc: &HighestBids) -> HighestBids {
+        acc.clone()
+    }
+
+    fn merge(&self, mut a: HighestBids, b: HighestBids) -> HighestBids {
+        match (a.price, b.price) {
+            (_, None) => a,
+            (None, Some(_)) => b,
+            (Some(x), Some(y)) if y > x => b,
+            (Some(x), Some(y)) if y < x => a,
+            _ => {
+                a.bids.extend(b.bids);
+                a
+            }
+        }
+    }
+}
+
+/// A window's highest bids, keyed by the window's end.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+struct WindowTop {
     end: i64,
-    /// The highest price of the window's bids.
     price: i64,
+    bids: Vec<PriceBidRow>,
+}
+
+/// One window end's state in q7's boundary join: the window's highest bids, and the bids at
+/// exactly its end.
+#[derive(Default, serde::Serialize, serde::Deserialize)]
+struct BoundaryState {
+    top: Option<WindowTop>,
+    at_end: Vec<PriceBidRow>,
+}
+
+/// Joins each window's highest bids with the bids at exactly its end (keyed by the window's
+/// end), as q7's `B.dateTime BETWEEN window_end - 10 s AND window_end` takes them: when the
+/// watermark reaches the end, both have arrived; the window's bids at its maximum are emitted
+/// with the boundary bids at the same price.
+struct BoundaryJoin;
+
+impl KeyedCoProcessFunction<i64, WindowTop, PriceBidRow, PriceBidRow> for BoundaryJoin {
+    type State = BoundaryState;
+
+    fn process_element1(
+        &self,
+        top: WindowTop,
+        ctx: &mut ProcessContext<'_, i64, BoundaryState, PriceBidRow>,
+    ) {
+        let end = top.end;
+        ctx.state().get_or_insert_with(BoundaryState::default).top = Some(top);
+        ctx.register_event_time_timer(end);
+    }
+
+    fn process_element2(
+        &self,
+        b: PriceBidRow,
+        ctx: &mut ProcessContext<'_, i64, BoundaryState, PriceBidRow>,
+    ) {
+        let end = b.date_time;
+        ctx.state()
+            .get_or_insert_with(BoundaryState::default)
+            .at_end
+            .push(b);
+        ctx.register_event_time_timer(end);
+    }
+
+    fn on_timer(
+        &self,
+        _timestamp: Timestamp,
+        _domain: TimeDomain,
+        ctx: &mut ProcessContext<'_, i64, BoundaryState, PriceBidRow>,
+    ) {
+        let Some(st) = ctx.state().take() else {
+            return;
+        };
+        let Some(top) = st.top else {
+            // The window before had no bids: its boundary bids match no maximum.
+            return;
+        };
+        for b in top.bids {
+            ctx.collect(b);
+        }
+        for b in st.at_end {
+            if b.price == top.price {
+                ctx.collect(b);
+            }
+        }
+    }
 }
 
 /// q7: the bids with the highest price of each 10 s tumbling window (whose time lies in
 /// `[window_end - 10 s, window_end]`).
 ///
-/// Flink's SQL joins the window maxima back to the bids with `B.price = maxprice AND
-/// B.dateTime BETWEEN window_end - 10 s AND window_end`: here an interval join keyed by
-/// price. A maximum carries its window's max timestamp (`window_end - 1`), so the bids at
-/// `[window_end - 10 s, window_end]` are those `- (10 s - 1)` to `+1` from it.
+/// Flink's SQL joins each window's `MAX(price)` back to the bids with `B.price = maxprice AND
+/// B.dateTime BETWEEN window_end - 10 s AND window_end`. Here a tumbling window over all bids
+/// (`window_all`) keeps its highest price with the bids at it; the bids at exactly a window's
+/// end, which the inclusive `BETWEEN` adds to the window before, are joined to that window's
+/// result by a keyed co-process function on the window's end.
 pub fn q7(events: &DataStream<Event>) -> DataStream<PriceBidRow> {
     let size = ms(MAX_PRICE_SIZE);
     let bids = bids(&with_event_time(events))
@@ -171,60 +286,97 @@ pub fn q7(events: &DataStream<Event>) -> DataStream<PriceBidRow> {
             extra: b.extra,
         })
         .name("q7.project");
-    let maxima = bids
-        .map(|b| b.price)
-        .name("q7.price")
+    let tops = bids
         .window_all(TumblingEventTimeWindows::of(MAX_PRICE_SIZE))
-        .reduce_with(i64::max, |w, price, out| {
-            out.push(WindowMaxPrice {
-                end: w.window.end,
-                price,
-            })
+        .aggregate_with(HighestPrice, |w, highest, out| {
+            if let Some(price) = highest.price {
+                out.push(WindowTop {
+                    end: w.window.end,
+                    price,
+                    bids: highest.bids,
+                });
+            }
         })
         .name("q7.max");
-    maxima
-        .key_by(|m| m.price)
-        .interval_join(&bids.key_by(|b| b.price))
-        .between(-(size - 1), 1)
-        .process(
-            |_max: &WindowMaxPrice, b: &PriceBidRow, ctx: &mut JoinContext<'_, PriceBidRow>| {
-                ctx.collect(b.clone())
-            },
-        )
+    let at_end = bids
+        .filter(move |b| b.date_time.rem_euclid(size) == 0)
+        .name("q7.at_window_end");
+    tops.key_by(|t| t.end)
+        .connect(&at_end.key_by(|b| b.date_time))
+        .process(BoundaryJoin)
         .name("q7.join")
 }
 
 /// q8's window size.
 const NEW_SELLER_SIZE: Duration = Duration::from_secs(10);
 
-/// q8: persons who opened an auction in the same 10 s tumbling window in which they
-/// registered (a window co-group of persons and auctions on `person.id = auction.seller`).
-pub fn q8(events: &DataStream<Event>) -> DataStream<NewSellerRow> {
-    let size = ms(NEW_SELLER_SIZE);
-    let events = with_event_time(events);
-    persons(&events)
-        .co_group(&auctions(&events))
-        .where_key(|p: &Person| p.id)
-        .equal_to(|a: &Auction| a.seller)
-        .window(TumblingEventTimeWindows::of(NEW_SELLER_SIZE))
-        .apply(move |persons: &[Person], sold: &[Auction], out| {
-            if sold.is_empty() {
-                return;
-            }
-            // One row per distinct (id, name, window), as Flink's GROUP BY before its join.
-            let mut rows: Vec<NewSellerRow> = Vec::new();
-            for p in persons {
-                let row = NewSellerRow {
-                    id: p.id,
-                    name: p.name.clone(),
-                    // A person's time is its event time, so this is the window's start.
-                    start: TimeWindow::start_with_offset(p.date_time, 0, size),
-                };
-                if !rows.contains(&row) {
-                    rows.push(row);
+/// The names of the persons registered and whether an auction was opened, per person id and
+/// window: persons ([`Either::First`]) and auctions ([`Either::Second`]) of one id.
+struct NewSeller;
+
+impl AggregateFunction<Either<(i64, Text), i64>> for NewSeller {
+    type Acc = (Vec<Text>, bool);
+    type Out = (Vec<Text>, bool);
+
+    fn create_accumulator(&self) -> Self::Acc {
+        (Vec::new(), false)
+    }
+
+    fn add(&self, e: &Either<(i64, Text), i64>, acc: &mut Self::Acc) {
+        match e {
+            Either::First((_, name)) => {
+                if !acc.0.contains(name) {
+                    acc.0.push(name.clone());
                 }
             }
-            out.extend(rows);
+            Either::Second(_) => acc.1 = true,
+        }
+    }
+
+    fn get_result(&self, acc: &Self::Acc) -> Self::Out {
+        acc.clone()
+    }
+
+    fn merge(&self, mut a: Self::Acc, b: Self::Acc) -> Self::Acc {
+        for name in b.0 {
+            if !a.0.contains(&name) {
+                a.0.push(name);
+            }
+        }
+        (a.0, a.1 || b.1)
+    }
+}
+
+/// q8: persons who opened an auction in the same 10 s tumbling window in which they
+/// registered.
+///
+/// Flink's SQL groups persons by `(id, name, window)` and auctions by `(seller, window)` and
+/// joins the two on id and window: here the persons and the sellers, united, are keyed by
+/// person id and aggregated per window (a co-group that keeps only the names and whether
+/// the id sold, instead of buffering both sides).
+pub fn q8(events: &DataStream<Event>) -> DataStream<NewSellerRow> {
+    let events = with_event_time(events);
+    let persons = persons(&events)
+        .map(|p| Either::First((p.id, p.name)))
+        .name("q8.persons");
+    let sellers = auctions(&events)
+        .map(|a| Either::Second(a.seller))
+        .name("q8.sellers");
+    persons
+        .union(&[sellers])
+        .key_by(|e: &Either<(i64, Text), i64>| match e {
+            Either::First((id, _)) => *id,
+            Either::Second(seller) => *seller,
+        })
+        .window(TumblingEventTimeWindows::of(NEW_SELLER_SIZE))
+        .aggregate_with(NewSeller, |&id, w, (names, sold), out| {
+            if sold {
+                out.extend(names.into_iter().map(|name| NewSellerRow {
+                    id,
+                    name,
+                    start: w.window.start,
+                }));
+            }
         })
         .name("q8.join")
 }
