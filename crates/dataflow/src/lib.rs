@@ -16,6 +16,8 @@
 //!   [`ConnectedKeyedStreams`] ([`connected`]): the API.
 //! * [`all_window`]: windows over a whole non-keyed stream (Flink's `windowAll`).
 //! * [`join`]: the interval join, the window join and the co-group.
+//! * [`changelog`]: updating aggregates emitted as a changelog (`+I -U +U -D`), Flink's
+//!   unbounded `GROUP BY` and retract streams.
 //! * [`state`]: named keyed state with TTL (Flink's state API), operator state, and the state
 //!   backends (`state::backend`: memory, disk) that keep a keyed operator's keys.
 //! * [`checkpoint`]: checkpoint boundaries in the epoch space, what each worker snapshots at a
@@ -34,6 +36,7 @@
 
 pub mod all_window;
 pub mod assign;
+pub mod changelog;
 pub mod checkpoint;
 pub mod cluster;
 pub mod config;
@@ -53,6 +56,7 @@ pub mod time;
 pub mod window;
 
 pub use all_window::AllWindowedStream;
+pub use changelog::{Change, RowKind, Updating, UpdatingAggregate, UpdatingState};
 pub use config::{JobConfig, RestartStrategy, StateBackend};
 pub use connected::{ConnectedKeyedStreams, ConnectedStreams};
 pub use dedup::DedupConfig;

@@ -2,9 +2,9 @@
 
 use spate_dataflow::{DataStream, KeyedCoProcessFunction, ProcessContext, TimeDomain, Timestamp};
 
-use super::updating::{Aggregate, Updating};
 use super::{auctions, bids, persons, with_event_time, Change, Cols, Row};
 use crate::model::{Auction, Bid, Event, Person, Text};
+use spate_dataflow::changelog::UpdatingAggregate;
 
 /// q3's row: a seller's name, city and state, and the auction id.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
@@ -58,17 +58,14 @@ struct SellerState {
 /// q3: persons in OR, ID or CA who sell in category 10, joined incrementally on
 /// `auction.seller = person.id` with keyed state.
 pub fn q3(events: &DataStream<Event>) -> DataStream<SellerRow> {
-    // Select both sides in one pass, so that the fan-out below copies only the few events
-    // that matter instead of every event twice.
-    let relevant = events
-        .filter(|e| match e {
-            Event::Person(p) => matches!(&*p.state, "OR" | "ID" | "CA"),
-            Event::Auction(a) => a.category == 10,
-            Event::Bid(_) => false,
-        })
-        .name("q3.select");
-    let sellers = persons(&relevant).key_by(|p| p.id);
-    let category_10 = auctions(&relevant).key_by(|a| a.seller);
+    let sellers = persons(events)
+        .filter(|p| matches!(&*p.state, "OR" | "ID" | "CA"))
+        .name("q3.sellers")
+        .key_by(|p| p.id);
+    let category_10 = auctions(events)
+        .filter(|a| a.category == 10)
+        .name("q3.category_10")
+        .key_by(|a| a.seller);
     sellers
         .connect(&category_10)
         .process_with_state(
@@ -239,7 +236,7 @@ pub fn q9(events: &DataStream<Event>) -> DataStream<WinningBidRow> {
 /// The running average of winning prices of one category.
 struct CategoryAverage;
 
-impl Aggregate<i64, (i64, i64)> for CategoryAverage {
+impl UpdatingAggregate<i64, (i64, i64)> for CategoryAverage {
     type Acc = (i64, i64);
     type Out = CategoryAverageRow;
 
@@ -267,7 +264,7 @@ impl Aggregate<i64, (i64, i64)> for CategoryAverage {
 pub fn q4(events: &DataStream<Event>) -> DataStream<Change<CategoryAverageRow>> {
     winning_bids(events, "q4.winning_bids", |a, b| (a.category, b.price))
         .key_by(|(category, _)| *category)
-        .process(Updating(CategoryAverage))
+        .updating(CategoryAverage)
         .name("q4.average")
 }
 

@@ -13,32 +13,38 @@
 //!
 //! | query | what it computes | how |
 //! |---|---|---|
-//! | q0 | pass-through of bids | map |
-//! | q1 | bids with the price in euro (`0.908 * price`, exact to three decimals) | map |
-//! | q2 | bids on auctions with `auction % 123 == 0` | filter |
-//! | q3 | persons in OR, ID or CA who sell in category 10 | incremental keyed join |
-//! | q4 | per category, the average winning price of closed auctions (updating) | keyed co-process join with a timer at each auction's expiry, then an updating average |
-//! | q5 | hot items: the auctions with the most bids per sliding window (10 s, slide 2 s) | per-auction counts in 2 s slices summed per window, then the maximum per window |
-//! | q7 | the bids with the highest price per 10 s tumbling window | partial maxima per key bucket and window, then the maximum per window |
-//! | q8 | persons who opened an auction in the 10 s tumbling window they registered in | tumbling window over persons and auctions keyed by person id |
+//! | q0 | pass-through of bids | select the bids, then map |
+//! | q1 | bids with the price in euro (`0.908 * price`, exact to three decimals) | select the bids, then map |
+//! | q2 | bids on auctions with `auction % 123 == 0` | select the bids, then filter and map |
+//! | q3 | persons in OR, ID or CA who sell in category 10 | filtered persons and auctions, then an incremental join (keyed co-process with keyed state) |
+//! | q4 | per category, the average winning price of closed auctions (updating) | keyed co-process join with a timer at each auction's expiry, then an updating average ([`spate_dataflow::changelog`]) |
+//! | q5 | hot items: the auctions with the most bids per sliding window (10 s, slide 2 s) | count per auction in sliding windows, then the maximum per window end (tumbling window keyed by the end) |
+//! | q7 | the bids with the highest price per 10 s tumbling window | the highest bids per tumbling window (`window_all` aggregate), and the bids at exactly a window's end joined to the window before (keyed co-process on the window end) |
+//! | q8 | persons who opened an auction in the 10 s tumbling window they registered in | persons and sellers united, keyed by person id, aggregated per 10 s tumbling window |
 //! | q9 | the winning bid of each auction | keyed co-process join with a timer at each auction's expiry |
 //! | q10 | bids with their day (`yyyy-MM-dd`) and minute (`HH:mm`), the partition columns of Flink's file sink | map |
 //! | q11 | bids per bidder per session window (gap 10 s) | session windows |
 //! | q12 | bids per bidder per 10 s processing-time tumbling window | processing-time windows, flushed at the end of the input |
-//! | q13 | bids joined with the side input `(key, "key")`, `key` in `[0, 10000)`, on `auction % 10000` | lookup in a table built with the job |
+//! | q13 | bids joined with the side input `(key, "key")`, `key` in `[0, 10000)`, on `auction % 10000` | flat_map with a lookup in a table built with the job |
 //! | q14 | bids of 1,000,000 to 50,000,000 euro with the time of day and the number of `c` in `extra` | filter and map |
-//! | q15 | per day: bids, bidders and auctions, in total and per price range (updating) | updating aggregate with distinct sets |
-//! | q16 | q15 per channel and day, with the latest minute (updating) | updating aggregate with distinct sets |
-//! | q17 | per auction and day: bids per price range, min, max, average and sum of prices (updating) | updating aggregate |
-//! | q18 | the latest bid of each bidder on each auction (updating) | updating top-1 |
-//! | q19 | the ten highest bids of each auction, with their rank (updating) | updating top-10 |
-//! | q20 | bids joined with their auction, for auctions in category 10 | incremental keyed join |
-//! | q21 | bids with a channel id: from the channel's name, or from the url's `channel_id` | filter and map |
+//! | q15 | per day: bids, bidders and auctions, in total and per price range (updating) | updating aggregate with distinct sets (changelog operator) |
+//! | q16 | q15 per channel and day, with the latest minute (updating) | updating aggregate with distinct sets (changelog operator) |
+//! | q17 | per auction and day: bids per price range, min, max, average and sum of prices (updating) | updating aggregate (changelog operator) |
+//! | q18 | the latest bid of each bidder on each auction (updating) | updating top-1 (changelog operator) |
+//! | q19 | the ten highest bids of each auction, with their rank (updating) | updating top-10 (changelog operator) |
+//! | q20 | bids joined with their auction, for auctions in category 10 | incremental join (keyed co-process with keyed state) |
+//! | q21 | bids with a channel id: from the channel's name, or from the url's `channel_id` | flat_map |
 //! | q22 | bids with the first three directories of their url | map |
+//!
+//! Every query is a plain job of the public API: its bids, persons or auctions selected with
+//! [`bids`], [`persons`] and [`auctions`], then the operators a Flink user would write. The
+//! hand-tuned q5 they replaced is kept as [`q5_hand`] (not run by [`build`]) to measure
+//! against until the engine slices sliding windows.
 //!
 //! q6 is left out: Flink cannot run it (an OVER window on an updating join), so it has no
 //! reference result.
 
+mod hand;
 mod joins;
 mod stateless;
 mod updating;
@@ -48,6 +54,7 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
+pub use spate_dataflow::changelog::{Change, RowKind};
 use spate_dataflow::{DataStream, WatermarkStrategy};
 use spate_types::{Data, SpateError};
 
@@ -55,6 +62,7 @@ use crate::json::Projection;
 use crate::json::{write_i64 as write_int, write_str, write_ts};
 use crate::model::{Auction, Bid, Event, Person};
 
+pub use hand::q5_hand;
 pub use joins::{q20, q3, q4, q9, AuctionBidRow, CategoryAverageRow, SellerRow, WinningBidRow};
 pub use stateless::{
     q0, q1, q10, q13, q14, q2, q21, q22, AuctionPriceRow, BidRow, BidTimeType, ChannelIdRow,
@@ -65,31 +73,6 @@ pub use updating::{
     RankedBidRow,
 };
 pub use windowed::{q11, q12, q5, q7, q8, HotItemRow, NewSellerRow, PriceBidRow, SessionCountRow};
-
-/// How a changelog row changes the result (Flink's `RowKind`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-pub enum RowKind {
-    /// A new row (`+I`).
-    Insert,
-    /// The old value of an updated row (`-U`).
-    UpdateBefore,
-    /// The new value of an updated row (`+U`).
-    UpdateAfter,
-    /// A row removed (`-D`).
-    Delete,
-}
-
-impl RowKind {
-    /// The short form: `+I`, `-U`, `+U` or `-D`.
-    pub fn short_string(self) -> &'static str {
-        match self {
-            RowKind::Insert => "+I",
-            RowKind::UpdateBefore => "-U",
-            RowKind::UpdateAfter => "+U",
-            RowKind::Delete => "-D",
-        }
-    }
-}
 
 /// A query's output row.
 pub trait Row: Data {
@@ -102,15 +85,6 @@ pub trait Row: Data {
         self.write_json(out);
         out.push(b'\n');
     }
-}
-
-/// One change of an updating query's result.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-pub struct Change<R> {
-    /// How the row changes the result.
-    pub kind: RowKind,
-    /// The row.
-    pub row: R,
 }
 
 impl<R: Row> Row for Change<R> {
@@ -437,30 +411,6 @@ fn minute_string(ms: i64) -> String {
     crate::json::format_timestamp(ms, &mut buf);
     String::from_utf8(buf[11..16].to_vec()).expect("a formatted timestamp is ASCII")
 }
-
-/// A fast hasher for integer ids (the Fx hash): maps and sets of ids need no DoS resistance.
-#[derive(Default)]
-pub(crate) struct IdHasher(u64);
-
-impl std::hash::Hasher for IdHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.write_u64(u64::from(b));
-        }
-    }
-    fn write_u64(&mut self, v: u64) {
-        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-    fn write_i64(&mut self, v: i64) {
-        self.write_u64(v as u64);
-    }
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
-/// Builds [`IdHasher`]s.
-pub(crate) type IdBuildHasher = std::hash::BuildHasherDefault<IdHasher>;
 
 /// Milliseconds of a `Duration`, as event-time arithmetic needs them.
 fn ms(d: Duration) -> i64 {

@@ -144,16 +144,8 @@ pub struct UrlDirsRow {
 }
 
 /// q0: pass-through of bids.
-///
-/// q0, q1 and q2 select the bids and project them in one operator, as Flink chains its
-/// source, filter and projection into one task: one pass over each batch instead of two.
 pub fn q0(events: &DataStream<Event>) -> DataStream<BidRow> {
-    events
-        .flat_map(|e| match e {
-            Event::Bid(b) => Some(bid_row(b)),
-            _ => None,
-        })
-        .name("q0.project")
+    bids(events).map(bid_row).name("q0.project")
 }
 
 fn bid_row(b: Bid) -> BidRow {
@@ -168,28 +160,24 @@ fn bid_row(b: Bid) -> BidRow {
 
 /// q1: bids with the price converted to euro (`0.908 * price`), kept exact in thousandths.
 pub fn q1(events: &DataStream<Event>) -> DataStream<EuroBidRow> {
-    events
-        .flat_map(|e| match e {
-            Event::Bid(b) => {
-                let mut row = bid_row(b);
-                // 0.908 * price as DECIMAL(23,3) is exactly price * 908 thousandths.
-                row.price *= 908;
-                Some(EuroBidRow(row))
-            }
-            _ => None,
+    bids(events)
+        .map(|b| {
+            let mut row = bid_row(b);
+            // 0.908 * price as DECIMAL(23,3) is exactly price * 908 thousandths.
+            row.price *= 908;
+            EuroBidRow(row)
         })
         .name("q1.convert")
 }
 
 /// q2: bids on every 123rd auction.
 pub fn q2(events: &DataStream<Event>) -> DataStream<AuctionPriceRow> {
-    events
-        .flat_map(|e| match e {
-            Event::Bid(b) if b.auction % 123 == 0 => Some(AuctionPriceRow {
-                auction: b.auction,
-                price: b.price,
-            }),
-            _ => None,
+    bids(events)
+        .filter(|b| b.auction % 123 == 0)
+        .name("q2.select")
+        .map(|b| AuctionPriceRow {
+            auction: b.auction,
+            price: b.price,
         })
         .name("q2.project")
 }
@@ -233,24 +221,26 @@ pub fn q13(events: &DataStream<Event>) -> DataStream<SideInputRow> {
 /// and the number of `c` characters in `extra`.
 pub fn q14(events: &DataStream<Event>) -> DataStream<PricedBidRow> {
     bids(events)
-        .flat_map(|b| {
-            // 0.908 * price compared exactly, in thousandths.
-            let milli = i128::from(b.price) * 908;
-            if milli <= 1_000_000_000 || milli >= 50_000_000_000 {
-                return None;
-            }
-            let c_counts = b.extra.bytes().filter(|&c| c == b'c').count() as i64;
-            Some(PricedBidRow {
-                auction: b.auction,
-                bidder: b.bidder,
-                price_milli: milli as i64,
-                bid_time_type: BidTimeType::of(b.date_time),
-                date_time: b.date_time,
-                extra: b.extra,
-                c_counts,
-            })
+        .filter(|b| {
+            let milli = euro_milli(b.price);
+            milli > 1_000_000_000 && milli < 50_000_000_000
+        })
+        .name("q14.select")
+        .map(|b| PricedBidRow {
+            auction: b.auction,
+            bidder: b.bidder,
+            price_milli: euro_milli(b.price) as i64,
+            bid_time_type: BidTimeType::of(b.date_time),
+            date_time: b.date_time,
+            c_counts: b.extra.bytes().filter(|&c| c == b'c').count() as i64,
+            extra: b.extra,
         })
         .name("q14.calc")
+}
+
+/// `0.908 * price` exactly, in thousandths of a euro.
+fn euro_milli(price: i64) -> i128 {
+    i128::from(price) * 908
 }
 
 /// SQL's `lower(s) = name` for a lower-case ASCII `name`.

@@ -1,126 +1,12 @@
 //! Updating aggregations (Flink's unbounded `GROUP BY` and `ROW_NUMBER` top-N): q15 to q19,
-//! and the helper that turns a per-key aggregate into a changelog.
+//! each an [`UpdatingAggregate`] run by the engine's changelog operator.
 
-use std::collections::HashSet;
-use std::hash::Hash;
+use rustc_hash::FxHashSet;
+use spate_dataflow::changelog::UpdatingAggregate;
+use spate_dataflow::DataStream;
 
-use spate_dataflow::{DataStream, KeyedProcessFunction, ProcessContext, TimeDomain, Timestamp};
-
-use super::{
-    bids, day_string, minute_string, with_event_time, Change, Cols, IdBuildHasher, Row, RowKind,
-};
+use super::{bids, day_string, minute_string, with_event_time, Change, Cols, Row};
 use crate::model::{Bid, Event, Text};
-
-/// A per-key aggregate whose result rows change as records arrive.
-pub(crate) trait Aggregate<K, T>: Send + Sync + 'static {
-    /// The accumulator of one key (checkpointed, so it serializes).
-    type Acc: serde::Serialize + serde::de::DeserializeOwned + 'static;
-    /// A result row.
-    type Out: Row + PartialEq;
-    /// A fresh accumulator.
-    fn create(&self) -> Self::Acc;
-    /// Adds one record.
-    fn add(&self, acc: &mut Self::Acc, value: T);
-    /// The key's current result rows.
-    fn results(&self, key: &K, acc: &Self::Acc, out: &mut Vec<Self::Out>);
-}
-
-/// One key's accumulator, the rows last emitted for it, and whether it changed since.
-#[derive(serde::Serialize, serde::Deserialize)]
-#[serde(bound(serialize = "A: serde::Serialize, R: serde::Serialize"))]
-#[serde(bound(deserialize = "A: serde::de::DeserializeOwned, R: serde::de::DeserializeOwned"))]
-pub(crate) struct UpdatingState<A, R> {
-    acc: A,
-    emitted: Vec<R>,
-    dirty: bool,
-}
-
-/// Runs an [`Aggregate`] as a changelog, as Flink's mini-batch aggregation does: a key that
-/// changed registers an event-time timer at its record's time, and when the watermark passes
-/// it, the rows that left the key's result are retracted (`-U`, or `-D` when nothing
-/// replaces them) and the new ones emitted (`+I` the first time, then `+U`). A bounded input
-/// ends with the final result.
-pub(crate) struct Updating<A>(pub A);
-
-impl<K, T, A> KeyedProcessFunction<K, T, Change<A::Out>> for Updating<A>
-where
-    K: Hash + Eq + Clone + 'static,
-    A: Aggregate<K, T>,
-{
-    type State = UpdatingState<A::Acc, A::Out>;
-
-    fn process_element(
-        &self,
-        value: T,
-        ctx: &mut ProcessContext<'_, K, Self::State, Change<A::Out>>,
-    ) {
-        let at = ctx
-            .timestamp()
-            .max(ctx.current_watermark().saturating_add(1));
-        let st = ctx.state().get_or_insert_with(|| UpdatingState {
-            acc: self.0.create(),
-            emitted: Vec::new(),
-            dirty: false,
-        });
-        self.0.add(&mut st.acc, value);
-        if !st.dirty {
-            st.dirty = true;
-            ctx.register_event_time_timer(at);
-        }
-    }
-
-    fn on_timer(
-        &self,
-        _timestamp: Timestamp,
-        _domain: TimeDomain,
-        ctx: &mut ProcessContext<'_, K, Self::State, Change<A::Out>>,
-    ) {
-        let key = ctx.key().clone();
-        let Some(st) = ctx.state().as_mut() else {
-            return;
-        };
-        st.dirty = false;
-        let mut rows = Vec::new();
-        self.0.results(&key, &st.acc, &mut rows);
-        let old = std::mem::take(&mut st.emitted);
-        // A multiset difference of small lists: which old rows went, which new rows came.
-        let mut kept = vec![false; rows.len()];
-        let mut removed = Vec::new();
-        for row in old {
-            match (0..rows.len()).find(|&i| !kept[i] && rows[i] == row) {
-                Some(i) => kept[i] = true,
-                None => removed.push(row),
-            }
-        }
-        let had_rows = kept.iter().any(|&k| k) || !removed.is_empty();
-        let mut changes = Vec::new();
-        let retract = if rows.is_empty() {
-            RowKind::Delete
-        } else {
-            RowKind::UpdateBefore
-        };
-        for row in removed {
-            changes.push(Change { kind: retract, row });
-        }
-        for (row, kept) in rows.iter().zip(&kept) {
-            if !kept {
-                let kind = if had_rows {
-                    RowKind::UpdateAfter
-                } else {
-                    RowKind::Insert
-                };
-                changes.push(Change {
-                    kind,
-                    row: row.clone(),
-                });
-            }
-        }
-        st.emitted = rows;
-        for change in changes {
-            ctx.collect(change);
-        }
-    }
-}
 
 /// Bids counted per price range: below 10,000, below 1,000,000, and above.
 fn price_range(price: i64) -> usize {
@@ -138,7 +24,7 @@ fn day_of(ms: i64) -> i64 {
     ms.div_euclid(86_400_000)
 }
 
-type IdSet = HashSet<i64, IdBuildHasher>;
+type IdSet = FxHashSet<i64>;
 
 /// Counts of bids, distinct bidders and distinct auctions, in total and per price range.
 #[derive(Default, serde::Serialize, serde::Deserialize)]
@@ -226,7 +112,7 @@ pub struct RankedBidRow {
 
 struct DayStats;
 
-impl Aggregate<i64, Bid> for DayStats {
+impl UpdatingAggregate<i64, Bid> for DayStats {
     type Acc = BidStats;
     type Out = BidStatsRow;
     fn create(&self) -> BidStats {
@@ -248,13 +134,13 @@ impl Aggregate<i64, Bid> for DayStats {
 pub fn q15(events: &DataStream<Event>) -> DataStream<Change<BidStatsRow>> {
     bids(&with_event_time(events))
         .key_by(|b| day_of(b.date_time))
-        .process(Updating(DayStats))
+        .updating(DayStats)
         .name("q15.stats")
 }
 
 struct ChannelStats;
 
-impl Aggregate<(Text, i64), Bid> for ChannelStats {
+impl UpdatingAggregate<(Text, i64), Bid> for ChannelStats {
     type Acc = (BidStats, i64);
     type Out = ChannelStatsRow;
     fn create(&self) -> (BidStats, i64) {
@@ -284,7 +170,7 @@ impl Aggregate<(Text, i64), Bid> for ChannelStats {
 pub fn q16(events: &DataStream<Event>) -> DataStream<Change<ChannelStatsRow>> {
     bids(&with_event_time(events))
         .key_by(|b| (b.channel.clone(), day_of(b.date_time)))
-        .process(Updating(ChannelStats))
+        .updating(ChannelStats)
         .name("q16.stats")
 }
 
@@ -294,7 +180,7 @@ type PriceStats = ([i64; 4], i64, i64, i64);
 /// q17's aggregate over `(auction, price, time)` projections of bids.
 struct AuctionDayStats;
 
-impl Aggregate<(i64, i64), (i64, i64, i64)> for AuctionDayStats {
+impl UpdatingAggregate<(i64, i64), (i64, i64, i64)> for AuctionDayStats {
     type Acc = PriceStats;
     type Out = AuctionDayStatsRow;
     fn create(&self) -> PriceStats {
@@ -333,13 +219,13 @@ pub fn q17(events: &DataStream<Event>) -> DataStream<Change<AuctionDayStatsRow>>
         .map(|b| (b.auction, b.price, b.date_time))
         .name("q17.project")
         .key_by(|&(auction, _, time)| (auction, day_of(time)))
-        .process(Updating(AuctionDayStats))
+        .updating(AuctionDayStats)
         .name("q17.stats")
 }
 
 struct LastBid;
 
-impl Aggregate<(i64, i64), Bid> for LastBid {
+impl UpdatingAggregate<(i64, i64), Bid> for LastBid {
     type Acc = Option<Bid>;
     type Out = FullBidRow;
     fn create(&self) -> Option<Bid> {
@@ -363,7 +249,7 @@ impl Aggregate<(i64, i64), Bid> for LastBid {
 pub fn q18(events: &DataStream<Event>) -> DataStream<Change<FullBidRow>> {
     bids(&with_event_time(events))
         .key_by(|b| (b.bidder, b.auction))
-        .process(Updating(LastBid))
+        .updating(LastBid)
         .name("q18.last_bid")
 }
 
@@ -372,7 +258,7 @@ const TOP_N: usize = 10;
 
 struct TopBids;
 
-impl Aggregate<i64, Bid> for TopBids {
+impl UpdatingAggregate<i64, Bid> for TopBids {
     type Acc = Vec<Bid>;
     type Out = RankedBidRow;
     fn create(&self) -> Vec<Bid> {
@@ -402,7 +288,7 @@ impl Aggregate<i64, Bid> for TopBids {
 pub fn q19(events: &DataStream<Event>) -> DataStream<Change<RankedBidRow>> {
     bids(&with_event_time(events))
         .key_by(|b| b.auction)
-        .process(Updating(TopBids))
+        .updating(TopBids)
         .name("q19.top_bids")
 }
 

@@ -1,20 +1,21 @@
-//! The windowed queries: q5, q7, q8, q11 and q12.
+//! The windowed queries: q5, q7, q8, q11 and q12, written with the window API.
 //!
-//! q5 and q7 carry the benchmark's bulk (every bid), so their first stage is a keyed process
-//! function that keeps one small accumulator per key and time slice, with timers at window
-//! ends (Flink SQL's sliced window aggregation); their second stage, over a few partial
-//! results per window, and q8, q11 and q12 use the window API.
+//! q5 counts bids per auction in sliding windows, then takes each window's maximum in a
+//! tumbling window keyed by the window's end (Flink SQL's plan: a window aggregate, then a
+//! window top-1 with ties). q7 keeps the highest bids of each tumbling window over the whole
+//! stream (`window_all`), and joins the bids at exactly a window's end, which the query's
+//! inclusive `BETWEEN window_end - 10 s AND window_end` adds, to the window before.
 
-use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
 
 use spate_dataflow::{
-    AggregateFunction, DataStream, EventTimeSessionWindows, KeyedProcessFunction, ProcessContext,
-    TimeDomain, TimeWindow, Timestamp, Trigger, TriggerContext, TriggerResult,
-    TumblingEventTimeWindows, TumblingProcessingTimeWindows, Window, MAX_WATERMARK,
+    AggregateFunction, DataStream, Either, EventTimeSessionWindows, KeyedCoProcessFunction,
+    ProcessContext, SlidingEventTimeWindows, TimeDomain, TimeWindow, Timestamp, Trigger,
+    TriggerContext, TriggerResult, TumblingEventTimeWindows, TumblingProcessingTimeWindows, Window,
+    MAX_WATERMARK,
 };
 
-use super::{ms, with_event_time, Cols, IdBuildHasher, Row};
+use super::{auctions, bids, ms, persons, with_event_time, Cols, Row};
 use crate::model::{Event, Text};
 
 /// q5's row: a hot auction and its number of bids in the window.
@@ -51,154 +52,19 @@ pub struct SessionCountRow {
 }
 
 /// q5's window size and slide.
-const HOT_SIZE: Duration = Duration::from_secs(10);
-const HOT_SLIDE: Duration = Duration::from_secs(2);
+pub(super) const HOT_SIZE: Duration = Duration::from_secs(10);
+pub(super) const HOT_SLIDE: Duration = Duration::from_secs(2);
 
 /// The number of bids on one auction in one sliding window.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-struct AuctionCount {
-    window_end: i64,
-    auction: i64,
-    count: i64,
-}
-
-/// q5's first stage spreads auctions over this many keys.
-const HOT_BUCKETS: i64 = 256;
-
-/// Bids per auction.
-type Counts = HashMap<i64, i64, IdBuildHasher>;
-
-/// Counts the bids per auction and sliding window, for the auctions of one key (a bucket).
-/// Each `(auction, bids)` record (from [`combine_bids`]) adds its bids to its auction in its
-/// `slide`-long slice; at a window's end, the counts
-/// of its `size / slide` slices are summed. Elements whose windows have all fired are late
-/// and dropped, as Flink's window aggregation does.
-struct SlicedCount {
-    size: i64,
-    slide: i64,
-}
-
-/// q5's combiner, before the shuffle: the bids of one batch as `(auction, bids)` per
-/// `slide`-long slice, each with the latest timestamp of its bids. [`SlicedCount`] only looks
-/// at the slice of a timestamp (to place the bids and to judge them late), so it counts the
-/// same as with one record per bid, for any split of the stream into batches; the shuffle and
-/// the keyed state see one record per auction and slice instead of one per bid.
-fn combine_bids(
-    slide: i64,
-    batch: &mut Vec<(Timestamp, Event)>,
-    out: &mut Vec<(Timestamp, (i64, i64))>,
-) {
-    // Bids come in time order (or nearly): one map for the current slice, emptied into `out`
-    // when the slice changes.
-    let mut slice = i64::MIN;
-    let mut counts: HashMap<i64, (Timestamp, i64), IdBuildHasher> = HashMap::default();
-    let flush = |counts: &mut HashMap<i64, (Timestamp, i64), IdBuildHasher>,
-                 out: &mut Vec<(Timestamp, (i64, i64))>| {
-        out.extend(counts.drain().map(|(auction, (ts, n))| (ts, (auction, n))));
-    };
-    for (ts, event) in batch.drain(..) {
-        let Event::Bid(bid) = event else { continue };
-        let s = ts - ts.rem_euclid(slide);
-        if s != slice {
-            flush(&mut counts, out);
-            slice = s;
-        }
-        let entry = counts.entry(bid.auction).or_insert((ts, 0));
-        entry.0 = entry.0.max(ts);
-        entry.1 += 1;
-    }
-    flush(&mut counts, out);
-}
-
-impl KeyedProcessFunction<i64, (i64, i64), AuctionCount> for SlicedCount {
-    /// The bucket's slices: (start, bids per auction), in time order.
-    type State = VecDeque<(i64, Counts)>;
-
-    fn process_element(
-        &self,
-        (auction, bids): (i64, i64),
-        ctx: &mut ProcessContext<'_, i64, Self::State, AuctionCount>,
-    ) {
-        let ts = ctx.timestamp();
-        let watermark = ctx.current_watermark();
-        let slice = ts - ts.rem_euclid(self.slide);
-        if slice + self.size - 1 <= watermark {
-            for _ in 0..bids {
-                ctx.count_late_record_dropped();
-            }
-            return;
-        }
-        let slices = ctx.state().get_or_insert_with(VecDeque::new);
-        let (i, new) = match slices.back() {
-            Some((start, _)) if *start == slice => (slices.len() - 1, false),
-            Some((start, _)) if *start > slice => {
-                match slices.binary_search_by_key(&slice, |s| s.0) {
-                    Ok(i) => (i, false),
-                    Err(i) => {
-                        slices.insert(i, (slice, Counts::default()));
-                        (i, true)
-                    }
-                }
-            }
-            _ => {
-                slices.push_back((slice, Counts::default()));
-                (slices.len() - 1, true)
-            }
-        };
-        *slices[i].1.entry(auction).or_insert(0) += bids;
-        if new {
-            // The windows that contain the slice end at slice + slide, ..., slice + size.
-            let mut end = slice + self.slide;
-            while end <= slice + self.size {
-                if end - 1 > watermark {
-                    ctx.register_event_time_timer(end - 1);
-                }
-                end += self.slide;
-            }
-        }
-    }
-
-    fn on_timer(
-        &self,
-        timestamp: Timestamp,
-        _domain: TimeDomain,
-        ctx: &mut ProcessContext<'_, i64, Self::State, AuctionCount>,
-    ) {
-        let end = timestamp + 1;
-        let start = end - self.size;
-        let Some(slices) = ctx.state().as_mut() else {
-            return;
-        };
-        let mut sums = Counts::default();
-        for (_, counts) in slices.iter().filter(|(s, _)| (start..end).contains(s)) {
-            for (&auction, &n) in counts {
-                *sums.entry(auction).or_insert(0) += n;
-            }
-        }
-        // Slices before the next window's start are in no later window.
-        while slices.front().is_some_and(|(s, _)| *s < start + self.slide) {
-            slices.pop_front();
-        }
-        if slices.is_empty() {
-            *ctx.state() = None;
-        }
-        // Only the bucket's most bid auctions (ties all kept) can be the window's: the second
-        // stage takes the maximum over the buckets' maxima.
-        let max = sums.values().copied().max().unwrap_or(0);
-        for (auction, count) in sums {
-            if count == max {
-                ctx.collect(AuctionCount {
-                    window_end: end,
-                    auction,
-                    count,
-                });
-            }
-        }
-    }
+pub(super) struct AuctionCount {
+    pub(super) window_end: i64,
+    pub(super) auction: i64,
+    pub(super) count: i64,
 }
 
 /// The auctions with the highest count in one window (ties all kept).
-struct MostBids;
+pub(super) struct MostBids;
 
 impl AggregateFunction<AuctionCount> for MostBids {
     type Acc = (i64, Vec<i64>);
@@ -240,12 +106,18 @@ impl AggregateFunction<AuctionCount> for MostBids {
 /// q5: hot items, the auctions with the most bids in each sliding window (size 10 s, slide
 /// 2 s); ties are all kept.
 pub fn q5(events: &DataStream<Event>) -> DataStream<HotItemRow> {
-    let (size, slide) = (ms(HOT_SIZE), ms(HOT_SLIDE));
-    with_event_time(events)
-        .flat_map_batches(move |batch, out| combine_bids(slide, batch, out))
-        .name("q5.combine")
-        .key_by(|&(auction, _)| auction.rem_euclid(HOT_BUCKETS))
-        .process(SlicedCount { size, slide })
+    bids(&with_event_time(events))
+        .map(|b| b.auction)
+        .name("q5.auction")
+        .key_by(|&auction| auction)
+        .window(SlidingEventTimeWindows::of(HOT_SIZE, HOT_SLIDE))
+        .aggregate_with(Count, |&auction, w, count, out| {
+            out.push(AuctionCount {
+                window_end: w.window.end,
+                auction,
+                count,
+            })
+        })
         .name("q5.count")
         // Counts carry their window's max timestamp, so each lands in the 2 s tumbling window
         // that ends with its sliding window.
@@ -257,9 +129,6 @@ pub fn q5(events: &DataStream<Event>) -> DataStream<HotItemRow> {
 
 /// q7's window size.
 const MAX_PRICE_SIZE: Duration = Duration::from_secs(10);
-
-/// q7's first stage spreads bids over this many keys.
-const MAX_PRICE_BUCKETS: i64 = 256;
 
 /// The columns of a bid that q7 outputs.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
@@ -276,232 +145,176 @@ pub struct PriceBidRow {
     pub extra: Text,
 }
 
-/// One key's maximum in one tumbling window.
+/// The highest price of a tumbling window `[start, end)` and the window's bids at that price.
 #[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
-struct PartialMax {
-    /// The highest price, if the key had bids in the window.
-    max: Option<i64>,
-    /// The key's bids at that price.
-    at_max: Vec<PriceBidRow>,
-    /// The key's bids at exactly the window's end (the next window's first millisecond):
-    /// q7 takes the bids in `[end - 10 s, end]`, both ends included.
-    at_end: Vec<PriceBidRow>,
+struct HighestBids {
+    /// The highest price, once the window has a bid.
+    price: Option<i64>,
+    /// The bids at that price.
+    bids: Vec<PriceBidRow>,
 }
 
-impl PartialMax {
-    fn add(&mut self, b: PriceBidRow) {
-        match self.max {
-            Some(m) if m > b.price => {}
-            Some(m) if m == b.price => self.at_max.push(b),
+/// Keeps a window's highest price and the bids at it.
+struct HighestPrice;
+
+impl AggregateFunction<PriceBidRow> for HighestPrice {
+    type Acc = HighestBids;
+    type Out = HighestBids;
+
+    fn create_accumulator(&self) -> HighestBids {
+        HighestBids::default()
+    }
+
+    fn add(&self, b: &PriceBidRow, acc: &mut HighestBids) {
+        match acc.price {
+            Some(max) if max > b.price => {}
+            Some(max) if max == b.price => acc.bids.push(b.clone()),
             _ => {
-                self.max = Some(b.price);
-                self.at_max.clear();
-                self.at_max.push(b);
+                acc.price = Some(b.price);
+                acc.bids.clear();
+                acc.bids.push(b.clone());
             }
         }
     }
 
-    /// Keeps only the boundary bids that can still match a maximum of at least `max`.
-    fn prune_at_end(&mut self) {
-        if let Some(m) = self.max {
-            self.at_end.retain(|b| b.price >= m);
+    fn get_result(&self, acc: &HighestBids) -> HighestBids {
+        acc.clone()
+    }
+
+    fn merge(&self, mut a: HighestBids, b: HighestBids) -> HighestBids {
+        match (a.price, b.price) {
+            (_, None) => a,
+            (None, Some(_)) => b,
+            (Some(x), Some(y)) if y > x => b,
+            (Some(x), Some(y)) if y < x => a,
+            _ => {
+                a.bids.extend(b.bids);
+                a
+            }
         }
     }
 }
 
-/// One key's open window in q7's first stage.
-#[derive(serde::Serialize, serde::Deserialize)]
-struct OpenWindow {
-    start: i64,
-    partial: PartialMax,
-    /// Bids at exactly `start`: they belong to the previous window's result too.
-    at_start: Vec<PriceBidRow>,
+/// A window's highest bids, keyed by the window's end.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+struct WindowTop {
+    end: i64,
+    price: i64,
+    bids: Vec<PriceBidRow>,
 }
 
-/// q7's first stage: per key and tumbling window, the highest price and its bids, emitted
-/// when the watermark passes the window's end.
-struct WindowMax {
-    size: i64,
+/// One window end's state in q7's boundary join: the window's highest bids, and the bids at
+/// exactly its end.
+#[derive(Default, serde::Serialize, serde::Deserialize)]
+struct BoundaryState {
+    top: Option<WindowTop>,
+    at_end: Vec<PriceBidRow>,
 }
 
-impl WindowMax {
-    /// The index of the window starting at `start`, added (with its timer) if missing.
-    fn open(
+/// Joins each window's highest bids with the bids at exactly its end (keyed by the window's
+/// end), as q7's `B.dateTime BETWEEN window_end - 10 s AND window_end` takes them: when the
+/// watermark reaches the end, both have arrived; the window's bids at its maximum are emitted
+/// with the boundary bids at the same price.
+struct BoundaryJoin;
+
+impl KeyedCoProcessFunction<i64, WindowTop, PriceBidRow, PriceBidRow> for BoundaryJoin {
+    type State = BoundaryState;
+
+    fn process_element1(
         &self,
-        windows: &mut Vec<OpenWindow>,
-        start: i64,
-        timers: &mut Vec<Timestamp>,
-    ) -> usize {
-        if let Some(i) = windows.iter().position(|w| w.start == start) {
-            return i;
-        }
-        let i = windows.partition_point(|w| w.start < start);
-        windows.insert(
-            i,
-            OpenWindow {
-                start,
-                partial: PartialMax::default(),
-                at_start: Vec::new(),
-            },
-        );
-        timers.push(start + self.size - 1);
-        i
+        top: WindowTop,
+        ctx: &mut ProcessContext<'_, i64, BoundaryState, PriceBidRow>,
+    ) {
+        let end = top.end;
+        ctx.state().get_or_insert_with(BoundaryState::default).top = Some(top);
+        ctx.register_event_time_timer(end);
     }
-}
 
-impl KeyedProcessFunction<i64, PriceBidRow, PartialMax> for WindowMax {
-    /// The key's open windows, in time order.
-    type State = Vec<OpenWindow>;
-
-    fn process_element(
+    fn process_element2(
         &self,
         b: PriceBidRow,
-        ctx: &mut ProcessContext<'_, i64, Self::State, PartialMax>,
+        ctx: &mut ProcessContext<'_, i64, BoundaryState, PriceBidRow>,
     ) {
-        let ts = ctx.timestamp();
-        let watermark = ctx.current_watermark();
-        let start = ts - ts.rem_euclid(self.size);
-        if start + self.size - 1 <= watermark {
-            ctx.count_late_record_dropped();
-            return;
-        }
-        let mut timers = Vec::new();
-        let windows = ctx.state().get_or_insert_with(Vec::new);
-        if ts == start && start - 1 > watermark {
-            // The previous window takes this bid too if its price is that window's maximum,
-            // so this key must report to it even without bids of its own there.
-            self.open(windows, start - self.size, &mut timers);
-        }
-        let i = self.open(windows, start, &mut timers);
-        let w = &mut windows[i];
-        if ts == start {
-            w.at_start.push(b.clone());
-        }
-        w.partial.add(b);
-        for t in timers {
-            ctx.register_event_time_timer(t);
-        }
+        let end = b.date_time;
+        ctx.state()
+            .get_or_insert_with(BoundaryState::default)
+            .at_end
+            .push(b);
+        ctx.register_event_time_timer(end);
     }
 
     fn on_timer(
         &self,
-        timestamp: Timestamp,
+        _timestamp: Timestamp,
         _domain: TimeDomain,
-        ctx: &mut ProcessContext<'_, i64, Self::State, PartialMax>,
+        ctx: &mut ProcessContext<'_, i64, BoundaryState, PriceBidRow>,
     ) {
-        let end = timestamp + 1;
-        let Some(windows) = ctx.state().as_mut() else {
+        let Some(st) = ctx.state().take() else {
             return;
         };
-        let Some(i) = windows.iter().position(|w| w.start == end - self.size) else {
+        let Some(top) = st.top else {
+            // The window before had no bids: its boundary bids match no maximum.
             return;
         };
-        let mut partial = windows.remove(i).partial;
-        if let Some(next) = windows.iter_mut().find(|w| w.start == end) {
-            partial.at_end = std::mem::take(&mut next.at_start);
+        for b in top.bids {
+            ctx.collect(b);
         }
-        partial.prune_at_end();
-        if windows.is_empty() {
-            *ctx.state() = None;
-        }
-        if partial.max.is_some() || !partial.at_end.is_empty() {
-            ctx.collect(partial);
-        }
-    }
-}
-
-/// q7's second stage: the maximum of one window over the partial maxima.
-struct GlobalMax;
-
-impl AggregateFunction<PartialMax> for GlobalMax {
-    type Acc = PartialMax;
-    type Out = Vec<PriceBidRow>;
-
-    fn create_accumulator(&self) -> PartialMax {
-        PartialMax::default()
-    }
-
-    fn add(&self, p: &PartialMax, acc: &mut PartialMax) {
-        let p = p.clone();
-        *acc = self.merge(std::mem::take(acc), p);
-    }
-
-    fn get_result(&self, acc: &PartialMax) -> Vec<PriceBidRow> {
-        let Some(max) = acc.max else {
-            return Vec::new();
-        };
-        acc.at_max
-            .iter()
-            .chain(acc.at_end.iter().filter(|b| b.price == max))
-            .cloned()
-            .collect()
-    }
-
-    fn merge(&self, mut a: PartialMax, b: PartialMax) -> PartialMax {
-        a.at_end.extend(b.at_end);
-        match (a.max, b.max) {
-            (_, None) => {}
-            (None, Some(_)) => {
-                a.max = b.max;
-                a.at_max = b.at_max;
+        for b in st.at_end {
+            if b.price == top.price {
+                ctx.collect(b);
             }
-            (Some(x), Some(y)) if y > x => {
-                a.max = b.max;
-                a.at_max = b.at_max;
-            }
-            (Some(x), Some(y)) if y == x => a.at_max.extend(b.at_max),
-            _ => {}
         }
-        a.prune_at_end();
-        a
     }
 }
 
 /// q7: the bids with the highest price of each 10 s tumbling window (whose time lies in
 /// `[window_end - 10 s, window_end]`).
+///
+/// Flink's SQL joins each window's `MAX(price)` back to the bids with `B.price = maxprice AND
+/// B.dateTime BETWEEN window_end - 10 s AND window_end`. Here a tumbling window over all bids
+/// (`window_all`) keeps its highest price with the bids at it; the bids at exactly a window's
+/// end, which the inclusive `BETWEEN` adds to the window before, are joined to that window's
+/// result by a keyed co-process function on the window's end.
 pub fn q7(events: &DataStream<Event>) -> DataStream<PriceBidRow> {
     let size = ms(MAX_PRICE_SIZE);
-    with_event_time(events)
-        .flat_map(|e| match e {
-            Event::Bid(b) => Some(PriceBidRow {
-                auction: b.auction,
-                price: b.price,
-                bidder: b.bidder,
-                date_time: b.date_time,
-                extra: b.extra,
-            }),
-            _ => None,
+    let bids = bids(&with_event_time(events))
+        .map(|b| PriceBidRow {
+            auction: b.auction,
+            price: b.price,
+            bidder: b.bidder,
+            date_time: b.date_time,
+            extra: b.extra,
         })
-        .name("q7.project")
-        .key_by(|b| b.auction.rem_euclid(MAX_PRICE_BUCKETS))
-        .process(WindowMax { size })
-        .name("q7.partial_max")
-        // One key per window: partial results carry the window's max timestamp.
-        .key_by(|_| 0u8)
-        .window(TumblingEventTimeWindows::of(MAX_PRICE_SIZE))
-        .aggregate_with(GlobalMax, |_k, _w, rows, out| out.extend(rows))
-        .name("q7.max")
+        .name("q7.project");
+    let tops = bids
+        .window_all(TumblingEventTimeWindows::of(MAX_PRICE_SIZE))
+        .aggregate_with(HighestPrice, |w, highest, out| {
+            if let Some(price) = highest.price {
+                out.push(WindowTop {
+                    end: w.window.end,
+                    price,
+                    bids: highest.bids,
+                });
+            }
+        })
+        .name("q7.max");
+    let at_end = bids
+        .filter(move |b| b.date_time.rem_euclid(size) == 0)
+        .name("q7.at_window_end");
+    tops.key_by(|t| t.end)
+        .connect(&at_end.key_by(|b| b.date_time))
+        .process(BoundaryJoin)
+        .name("q7.join")
 }
 
-/// q8's input: a person's registration or an auction's opening, by person id.
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-enum PersonOrSeller {
-    Person(i64, Text),
-    Seller(i64),
-}
+/// q8's window size.
+const NEW_SELLER_SIZE: Duration = Duration::from_secs(10);
 
-impl PersonOrSeller {
-    fn id(&self) -> i64 {
-        match self {
-            PersonOrSeller::Person(id, _) | PersonOrSeller::Seller(id) => *id,
-        }
-    }
-}
-
-/// The persons (names) registered and whether an auction was opened, per id and window.
+/// The names of the persons registered and whether an auction was opened, per person id and
+/// window: persons ([`Either::First`]) and auctions ([`Either::Second`]) of one id.
 struct NewSeller;
 
-impl AggregateFunction<PersonOrSeller> for NewSeller {
+impl AggregateFunction<Either<(i64, Text), i64>> for NewSeller {
     type Acc = (Vec<Text>, bool);
     type Out = (Vec<Text>, bool);
 
@@ -509,14 +322,14 @@ impl AggregateFunction<PersonOrSeller> for NewSeller {
         (Vec::new(), false)
     }
 
-    fn add(&self, e: &PersonOrSeller, acc: &mut Self::Acc) {
+    fn add(&self, e: &Either<(i64, Text), i64>, acc: &mut Self::Acc) {
         match e {
-            PersonOrSeller::Person(_, name) => {
+            Either::First((_, name)) => {
                 if !acc.0.contains(name) {
                     acc.0.push(name.clone());
                 }
             }
-            PersonOrSeller::Seller(_) => acc.1 = true,
+            Either::Second(_) => acc.1 = true,
         }
     }
 
@@ -536,16 +349,26 @@ impl AggregateFunction<PersonOrSeller> for NewSeller {
 
 /// q8: persons who opened an auction in the same 10 s tumbling window in which they
 /// registered.
+///
+/// Flink's SQL groups persons by `(id, name, window)` and auctions by `(seller, window)` and
+/// joins the two on id and window: here the persons and the sellers, united, are keyed by
+/// person id and aggregated per window (a co-group that keeps only the names and whether
+/// the id sold, instead of buffering both sides).
 pub fn q8(events: &DataStream<Event>) -> DataStream<NewSellerRow> {
-    with_event_time(events)
-        .flat_map(|e| match e {
-            Event::Person(p) => Some(PersonOrSeller::Person(p.id, p.name)),
-            Event::Auction(a) => Some(PersonOrSeller::Seller(a.seller)),
-            Event::Bid(_) => None,
+    let events = with_event_time(events);
+    let persons = persons(&events)
+        .map(|p| Either::First((p.id, p.name)))
+        .name("q8.persons");
+    let sellers = auctions(&events)
+        .map(|a| Either::Second(a.seller))
+        .name("q8.sellers");
+    persons
+        .union(&[sellers])
+        .key_by(|e: &Either<(i64, Text), i64>| match e {
+            Either::First((id, _)) => *id,
+            Either::Second(seller) => *seller,
         })
-        .name("q8.select")
-        .key_by(PersonOrSeller::id)
-        .window(TumblingEventTimeWindows::of(Duration::from_secs(10)))
+        .window(TumblingEventTimeWindows::of(NEW_SELLER_SIZE))
         .aggregate_with(NewSeller, |&id, w, (names, sold), out| {
             if sold {
                 out.extend(names.into_iter().map(|name| NewSellerRow {
@@ -580,11 +403,8 @@ impl<T> AggregateFunction<T> for Count {
 
 /// q11: the number of bids of each bidder per session (gap 10 s).
 pub fn q11(events: &DataStream<Event>) -> DataStream<SessionCountRow> {
-    with_event_time(events)
-        .flat_map(|e| match e {
-            Event::Bid(b) => Some(b.bidder),
-            _ => None,
-        })
+    bids(&with_event_time(events))
+        .map(|b| b.bidder)
         .name("q11.bidder")
         .key_by(|&bidder| bidder)
         .window(EventTimeSessionWindows::with_gap(Duration::from_secs(10)))
@@ -647,11 +467,8 @@ impl<T> Trigger<T, TimeWindow> for ProcessingTimeOrEndTrigger {
 /// q12: the number of bids of each bidder per 10 s processing-time tumbling window; open
 /// windows fire when a bounded input ends.
 pub fn q12(events: &DataStream<Event>) -> DataStream<SessionCountRow> {
-    events
-        .flat_map(|e| match e {
-            Event::Bid(b) => Some(b.bidder),
-            _ => None,
-        })
+    bids(events)
+        .map(|b| b.bidder)
         .name("q12.bidder")
         .key_by(|&bidder| bidder)
         .window(TumblingProcessingTimeWindows::of(Duration::from_secs(10)))
@@ -703,82 +520,5 @@ impl Row for SessionCountRow {
             .ts(self.start)
             .ts(self.end)
             .end();
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use std::collections::BTreeMap;
-
-    use super::*;
-    use crate::model::{Bid, Text};
-
-    fn bid(auction: i64) -> Event {
-        Event::Bid(Bid {
-            auction,
-            bidder: 1,
-            price: 1,
-            channel: Text::EMPTY,
-            url: Text::EMPTY,
-            date_time: 0,
-            extra: Text::EMPTY,
-        })
-    }
-
-    fn person() -> Event {
-        Event::from(crate::model::Person {
-            id: 1000,
-            name: Text::EMPTY,
-            email_address: Text::EMPTY,
-            credit_card: Text::EMPTY,
-            city: Text::EMPTY,
-            state: Text::EMPTY,
-            date_time: 0,
-            extra: Text::EMPTY,
-        })
-    }
-
-    /// The combiner's records count the same bids per (slice, auction) as one record per bid,
-    /// each with a timestamp of one of its bids, for any split of the stream into batches.
-    #[test]
-    fn combiner_keeps_the_counts_per_slice_and_auction() {
-        let slide = 2000;
-        // Out of order, across slices, with a non-bid in between.
-        let mut events: Vec<(Timestamp, Event)> = Vec::new();
-        for k in 0..500i64 {
-            let ts = (k * 37) % 9000 + if k % 7 == 0 { 5000 } else { 0 };
-            events.push((ts, bid(1000 + k % 13)));
-            if k % 50 == 0 {
-                events.push((ts, person()));
-            }
-        }
-        let mut want: BTreeMap<(i64, i64), i64> = BTreeMap::new();
-        for (ts, e) in &events {
-            if let Event::Bid(b) = e {
-                *want
-                    .entry((ts - ts.rem_euclid(slide), b.auction))
-                    .or_default() += 1;
-            }
-        }
-        for batch_len in [1, 7, 100, events.len()] {
-            let mut got: BTreeMap<(i64, i64), i64> = BTreeMap::new();
-            for chunk in events.chunks(batch_len) {
-                let mut batch = chunk.to_vec();
-                let mut out = Vec::new();
-                combine_bids(slide, &mut batch, &mut out);
-                assert!(batch.is_empty());
-                for (ts, (auction, n)) in out {
-                    let slice = ts - ts.rem_euclid(slide);
-                    assert!(
-                        chunk
-                            .iter()
-                            .any(|(t, e)| *t == ts
-                                && e.as_bid().is_some_and(|b| b.auction == auction))
-                    );
-                    *got.entry((slice, auction)).or_default() += n;
-                }
-            }
-            assert_eq!(got, want, "batches of {batch_len}");
-        }
     }
 }
