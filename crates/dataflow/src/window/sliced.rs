@@ -130,15 +130,15 @@ impl Slicing {
             .map(move |start| TimeWindow::new(saturate(start), saturate(start + size)))
     }
 
-    /// The windows whose `max_timestamp` is `t` (usually one, or none when `t + 1` is not on
-    /// the slide's grid; several only where ends are cut at `i64::MAX`).
+    /// The windows whose `max_timestamp` is `t` (usually one, or none when `t + 1 - size` is
+    /// not on the slide's grid; several only where ends are cut at `i64::MAX`).
     fn windows_ending_at(&self, t: Timestamp) -> WindowBuf<TimeWindow> {
         let mut out = WindowBuf::new();
         if t < i64::MAX - 1 {
             let end = t + 1;
-            if rem(end, self.offset, self.slide) == 0 {
-                let start = saturate(i128::from(end) - i128::from(self.size));
-                out.push(TimeWindow::new(start, end));
+            let start = i128::from(end) - i128::from(self.size);
+            if (start - i128::from(self.offset)).rem_euclid(i128::from(self.slide)) == 0 {
+                out.push(TimeWindow::new(saturate(start), end));
             }
         } else {
             out.extend(self.windows_of(t).filter(|w| w.max_timestamp() == t));
