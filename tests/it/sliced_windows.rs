@@ -255,9 +255,17 @@ fn a_sliced_window_adds_each_record_once() {
         assert_eq!(sorted(out.take()), oracle_on_time(&input, 1_000, 100));
         count.load(Ordering::Relaxed)
     };
-    assert_eq!(adds(Path3::PerWindow), 2_000 * 10, "one add per record and window");
+    assert_eq!(
+        adds(Path3::PerWindow),
+        2_000 * 10,
+        "one add per record and window"
+    );
     assert_eq!(adds(Path3::Sliced), 2_000, "one add per record");
-    assert_eq!(adds(Path3::TwoPhase), 2_000, "one add per record, before the shuffle");
+    assert_eq!(
+        adds(Path3::TwoPhase),
+        2_000,
+        "one add per record, before the shuffle"
+    );
 }
 
 #[test]
@@ -555,7 +563,11 @@ fn sliced_processing_time_windows_count_each_record_in_each_of_its_windows() {
         .collect();
     env.execute("processing time").unwrap();
     let rows = out.take();
-    assert_eq!(adds.load(Ordering::Relaxed), 300, "sliced: one add per record");
+    assert_eq!(
+        adds.load(Ordering::Relaxed),
+        300,
+        "sliced: one add per record"
+    );
     assert!(
         rows.iter().all(|r| r.1 % 50 == 0 && r.2 - r.1 == 100),
         "{rows:?}"
@@ -625,7 +637,9 @@ fn sliced_job(
             |k: &u64,
              w: &WindowContext<'_, TimeWindow>,
              (n, sum): (u64, u64),
-             out: &mut Vec<(u64, i64, u64, u64)>| out.push((*k, w.window.start, n, sum)),
+             out: &mut Vec<(u64, i64, u64, u64)>| {
+                out.push((*k, w.window.start, n, sum))
+            },
         )
         .write_jsonl(out);
     env.execute("sliced windows")

@@ -176,8 +176,11 @@ pub(crate) struct SlicedOperator<K, T, W, R, C> {
     pub(crate) contents: Arc<C>,
     pub(crate) allowed_lateness: i64,
     pub(crate) late_tag: Option<OutputTag<T>>,
-    pub(crate) _types: PhantomData<fn() -> (K, W, R)>,
+    pub(crate) _types: Types<K, W, R>,
 }
+
+/// The key, window and result types of a [`SlicedOperator`].
+pub(crate) type Types<K, W, R> = PhantomData<fn() -> (K, W, R)>;
 
 type SCtx<'a, K, Acc, R> = ProcessContext<'a, K, KeySlices<Acc>, R>;
 
@@ -281,7 +284,12 @@ where
 
     /// The timers of the windows holding `ts` that are not late: their end (the trigger's)
     /// and their cleanup time, as the per-window operator registers them.
-    fn register_timers(&self, ts: Timestamp, watermark: Timestamp, ctx: &mut SCtx<'_, K, C::Acc, R>) {
+    fn register_timers(
+        &self,
+        ts: Timestamp,
+        watermark: Timestamp,
+        ctx: &mut SCtx<'_, K, C::Acc, R>,
+    ) {
         for w in self.slicing.windows_of(ts) {
             if self.is_late(&w, watermark) {
                 break; // earlier windows are late too
@@ -454,7 +462,6 @@ const MAX_BUFFERED: usize = 1 << 16;
 /// message has left at an epoch below the record's: such a record is in no late window and
 /// re-fires none, whatever the timing, so combining it changes nothing. Other records (behind
 /// the watermark, without a timestamp, or between windows) travel alone.
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn local_aggregate<'s, K, T, W, R, C>(
     input: Flow<'s, T>,
     key: KeyFn<K, T>,
@@ -476,7 +483,9 @@ where
     let combined = shared
         .metrics
         .counter(&format!("{name}.numLocalRecordsCombined"));
-    let partials = shared.metrics.counter(&format!("{name}.numLocalPartialsOut"));
+    let partials = shared
+        .metrics
+        .counter(&format!("{name}.numLocalPartialsOut"));
     let name = name.to_owned();
     let both = input
         .data
