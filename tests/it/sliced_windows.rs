@@ -237,6 +237,28 @@ proptest! {
 }
 
 #[test]
+fn window_all_in_two_phases_equals_the_oracle() {
+    // Windows of 700 ms every 300 ms (slices of 100 ms) over the whole stream, 3 workers.
+    let input: Vec<Rec> = (0..6_000)
+        .map(|i| ((i % 5) as u8, (i * 7) % 9_000 + i / 3, i % 11))
+        .collect();
+    let env = StreamEnv::new(config(3, false));
+    let out = with_time(&env, input.clone(), 9_000)
+        .window_all(sliding(700, 300))
+        .local_global(true)
+        .aggregate_with(
+            SumCount::new(),
+            |w: &WindowContext<'_, TimeWindow>, (sum, n), out: &mut Vec<Row>| {
+                out.push((0, w.window.start, w.window.end, sum, n))
+            },
+        )
+        .collect();
+    env.execute("window_all in two phases").unwrap();
+    let as_one: Vec<Rec> = input.iter().map(|r| (0, r.1, r.2)).collect();
+    assert_eq!(sorted(out.take()), oracle_on_time(&as_one, 700, 300));
+}
+
+#[test]
 fn a_sliced_window_adds_each_record_once() {
     let input: Vec<Rec> = (0..2_000).map(|i| ((i % 5) as u8, i * 3, 1)).collect();
     let adds = |path: Path3| {

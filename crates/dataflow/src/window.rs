@@ -19,6 +19,13 @@
 //!   watermark`. Late elements inside the lateness re-fire their window; beyond it they go to
 //!   the late side output, or are dropped and counted in `numLateRecordsDropped`.
 //!
+//! * Sliding windows of an incremental function with the default trigger are kept as slices
+//!   of `gcd(size, slide)` per key: a record is added once, into its slice, and a window that
+//!   fires merges its slices (`sliced`, Flink's slicing window aggregation); the results and
+//!   the lateness rules are the per-window operator's. [`WindowedStream::local_global`] adds
+//!   a pre-aggregation per key and slice on each worker before the shuffle (two-phase).
+//!   [`WindowedStream::slicing`]`(false)` keeps one accumulator per window.
+//!
 //! Results carry the timestamp `window.max_timestamp()`, so a second windowed stage can follow.
 
 use std::any::{Any, TypeId};

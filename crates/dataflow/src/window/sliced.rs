@@ -266,8 +266,11 @@ where
             _ => {
                 let mut acc = self.contents.create();
                 f(&mut acc);
-                st.slices.insert(at.map_or(0, |i| i + 1), (start, acc));
-                self.register_timers(ts, watermark, ctx);
+                let i = at.map_or(0, |i| i + 1);
+                let prev = at.map(|i| st.slices[i].0);
+                let next = st.slices.get(i).map(|s| s.0);
+                st.slices.insert(i, (start, acc));
+                self.register_timers(ts, watermark, (prev, next), ctx);
             }
         }
         // Only a record at or behind the watermark can find an ended window.
@@ -282,17 +285,24 @@ where
         *ctx.state() = Some(st);
     }
 
-    /// The timers of the windows holding `ts` that are not late: their end (the trigger's)
-    /// and their cleanup time, as the per-window operator registers them.
+    /// The timers of the windows holding `ts` (in a new slice) that are not late: their end
+    /// (the trigger's) and their cleanup time, as the per-window operator registers them.
+    /// A window that holds a neighbour (`prev` or `next`, the starts of the slices before and
+    /// after) got them when its first slice came (and that slice is kept while the window is
+    /// open), so in order only the newest window registers.
     fn register_timers(
         &self,
         ts: Timestamp,
         watermark: Timestamp,
+        (prev, next): (Option<Timestamp>, Option<Timestamp>),
         ctx: &mut SCtx<'_, K, C::Acc, R>,
     ) {
         for w in self.slicing.windows_of(ts) {
             if self.is_late(&w, watermark) {
                 break; // earlier windows are late too
+            }
+            if prev.is_some_and(|p| p >= w.start) || next.is_some_and(|n| n < w.end) {
+                continue;
             }
             let end = w.max_timestamp();
             let cleanup = self.cleanup_time(&w);
