@@ -13,6 +13,7 @@ mod functions;
 mod joins;
 mod operators;
 mod sensors;
+mod sliced_windows;
 mod state;
 mod state_backends;
 mod uids;

@@ -55,6 +55,23 @@ impl<T: Data, W: crate::window::Window> AllWindowedStream<T, W> {
         }
     }
 
+    /// Whether sliding windows of an incremental function are kept as slices (the default;
+    /// see [`WindowedStream::slicing`]).
+    pub fn slicing(self, on: bool) -> Self {
+        AllWindowedStream {
+            windowed: self.windowed.slicing(on),
+        }
+    }
+
+    /// Local-global aggregation (see [`WindowedStream::local_global`]): every worker
+    /// pre-aggregates its records per slice, so the one instance that sees the whole stream
+    /// merges a few partial accumulators per slice and worker instead of every record.
+    pub fn local_global(self, on: bool) -> Self {
+        AllWindowedStream {
+            windowed: self.windowed.local_global(on),
+        }
+    }
+
     /// Combines the elements of each window with `f`, incrementally (Flink's `reduce`).
     pub fn reduce(&self, f: impl Fn(T, T) -> T + Send + Sync + 'static) -> DataStream<T> {
         self.windowed.reduce(f).name_default("window_all_reduce")

@@ -19,8 +19,16 @@
 //!   watermark`. Late elements inside the lateness re-fire their window; beyond it they go to
 //!   the late side output, or are dropped and counted in `numLateRecordsDropped`.
 //!
+//! * Sliding windows of an incremental function with the default trigger are kept as slices
+//!   of `gcd(size, slide)` per key: a record is added once, into its slice, and a window that
+//!   fires merges its slices (`sliced`, Flink's slicing window aggregation); the results and
+//!   the lateness rules are the per-window operator's. [`WindowedStream::local_global`] adds
+//!   a pre-aggregation per key and slice on each worker before the shuffle (two-phase).
+//!   [`WindowedStream::slicing`]`(false)` keeps one accumulator per window.
+//!
 //! Results carry the timestamp `window.max_timestamp()`, so a second windowed stage can follow.
 
+use std::any::{Any, TypeId};
 use std::fmt::Debug;
 use std::hash::Hash;
 use std::marker::PhantomData;
@@ -32,12 +40,16 @@ use serde::{Deserialize, Serialize};
 use smallvec::SmallVec;
 use spate_types::{Data, SpateError};
 
-use crate::keyed::KeyedStream;
+use crate::keyed::{KeyFn, KeyedStream};
 use crate::process::{
     build_keyed_process, KeyedProcessFunction, OutputTag, ProcessContext, TimeDomain,
 };
 use crate::stream::DataStream;
 use crate::time::{processing_time_now, Timestamp, MAX_WATERMARK, NO_TIMESTAMP};
+
+mod sliced;
+
+use sliced::{local_aggregate, Global, Partial, SlicedOperator, Slicing};
 
 /// The windows an assigner gives one element (inline up to 8; use it like a `Vec`).
 pub type WindowBuf<W> = SmallVec<[W; 8]>;
@@ -771,7 +783,7 @@ impl<T, W: Window> Trigger<T, W> for ContinuousProcessingTimeTrigger {
 /// window.
 pub trait AggregateFunction<T>: Send + Sync + 'static {
     /// The accumulator; it is checkpointed, so it serializes.
-    type Acc: Clone + Send + Serialize + DeserializeOwned + 'static;
+    type Acc: Clone + Send + Sync + Serialize + DeserializeOwned + 'static;
     /// The result.
     type Out: Data;
     /// A fresh accumulator.
@@ -780,7 +792,9 @@ pub trait AggregateFunction<T>: Send + Sync + 'static {
     fn add(&self, value: &T, acc: &mut Self::Acc);
     /// The result of an accumulator.
     fn get_result(&self, acc: &Self::Acc) -> Self::Out;
-    /// Combines two accumulators (when session windows merge).
+    /// Combines two accumulators: sessions that merge, a sliding window made of slices, the
+    /// partial accumulators of a two-phase aggregation. It must give what adding both
+    /// accumulators' elements to one accumulator gives.
     fn merge(&self, a: Self::Acc, b: Self::Acc) -> Self::Acc;
 }
 
@@ -796,8 +810,13 @@ pub struct WindowContext<'a, W> {
 }
 
 /// How a window's contents are kept and turned into results.
-trait Contents<K, T, W, R>: Send + Sync + 'static {
-    type Acc: Serialize + DeserializeOwned + 'static;
+pub(crate) trait Contents<K, T, W, R>: Send + Sync + 'static {
+    type Acc: Clone + Send + Sync + Serialize + DeserializeOwned + 'static;
+    /// Whether windows can be kept as slices (incremental functions: not the element lists
+    /// of `process`).
+    fn sliceable(&self) -> bool {
+        false
+    }
     fn create(&self) -> Self::Acc;
     fn add(&self, acc: &mut Self::Acc, value: &T);
     fn merge(&self, a: Self::Acc, b: Self::Acc) -> Self::Acc;
@@ -813,6 +832,9 @@ where
     G: Fn(&K, &WindowContext<'_, W>, T, &mut Vec<R>) + Send + Sync + 'static,
 {
     type Acc = Option<T>;
+    fn sliceable(&self) -> bool {
+        true
+    }
     fn create(&self) -> Option<T> {
         None
     }
@@ -843,6 +865,9 @@ where
     G: Fn(&K, &WindowContext<'_, W>, A::Out, &mut Vec<R>) + Send + Sync + 'static,
 {
     type Acc = A::Acc;
+    fn sliceable(&self) -> bool {
+        true
+    }
     fn create(&self) -> A::Acc {
         self.0.create_accumulator()
     }
@@ -1225,6 +1250,29 @@ pub struct WindowedStream<K, T, W> {
     trigger: Arc<dyn Trigger<T, W>>,
     allowed_lateness: i64,
     late_tag: Option<OutputTag<T>>,
+    /// How the assigner's windows cut into slices, when they are time-aligned.
+    slicing: Option<Slicing>,
+    /// A trigger replaced the assigner's default (windows are then kept one by one).
+    custom_trigger: bool,
+    /// Sliding windows of incremental functions are kept as slices.
+    sliced: bool,
+    /// Pre-aggregate before the shuffle (event-time, time-aligned windows).
+    local_global: bool,
+}
+
+/// The slicing of the built-in time-aligned assigners.
+fn slicing_of<A: Any>(assigner: &A) -> Option<Slicing> {
+    let a: &dyn Any = assigner;
+    if let Some(s) = a.downcast_ref::<SlidingEventTimeWindows>() {
+        return Some(Slicing::new(s.size, s.slide, s.offset, true));
+    }
+    if let Some(s) = a.downcast_ref::<SlidingProcessingTimeWindows>() {
+        return Some(Slicing::new(s.size, s.slide, 0, false));
+    }
+    if let Some(t) = a.downcast_ref::<TumblingEventTimeWindows>() {
+        return Some(Slicing::new(t.size, t.size, t.offset, true));
+    }
+    None
 }
 
 impl<K: Data + Hash + Eq, T: Data> KeyedStream<K, T> {
@@ -1233,10 +1281,14 @@ impl<K: Data + Hash + Eq, T: Data> KeyedStream<K, T> {
         let trigger = assigner.default_trigger();
         WindowedStream {
             keyed: self.clone(),
+            slicing: slicing_of(&assigner),
             assigner: Arc::new(assigner),
             trigger,
             allowed_lateness: 0,
             late_tag: None,
+            custom_trigger: false,
+            sliced: true,
+            local_global: false,
         }
     }
 
@@ -1252,6 +1304,33 @@ impl<K: Data + Hash + Eq, T: Data, W: Window> WindowedStream<K, T, W> {
     /// Replaces the assigner's default trigger.
     pub fn trigger(mut self, trigger: impl Trigger<T, W>) -> Self {
         self.trigger = Arc::new(trigger);
+        self.custom_trigger = true;
+        self
+    }
+
+    /// Whether sliding windows of an incremental function ([`reduce`](Self::reduce),
+    /// [`aggregate`](Self::aggregate) and their `_with` forms) are kept as slices (the
+    /// default): a record is then added once, into its slice of `gcd(size, slide)`, rather than
+    /// into each of the `size / slide` windows that hold it, and a window that fires merges its
+    /// slices. Results are the same for any function whose `merge` is consistent with `add`;
+    /// `false` keeps one accumulator per window, as Flink's DataStream operator does (for a
+    /// reduce function that depends on the order of the elements). Windows with a custom
+    /// trigger, sessions, global windows and `process` are always kept one by one.
+    pub fn slicing(mut self, on: bool) -> Self {
+        self.sliced = on;
+        self
+    }
+
+    /// Local-global (two-phase) aggregation, Flink's `TWO_PHASE` strategy: each worker first
+    /// combines its records per key and slice within an epoch and sends the partial
+    /// accumulators through the shuffle; the keyed side merges them. It applies to event-time
+    /// tumbling and sliding windows of an incremental function with the default trigger
+    /// (otherwise it is ignored) and gives the one-phase results: records that could be late
+    /// or re-fire a window are sent alone and judged as in one phase. It pays off when a
+    /// worker sees several records of a key per slice and epoch, for few keys above all
+    /// (`window_all`).
+    pub fn local_global(mut self, on: bool) -> Self {
+        self.local_global = on;
         self
     }
 
@@ -1269,7 +1348,20 @@ impl<K: Data + Hash + Eq, T: Data, W: Window> WindowedStream<K, T, W> {
         self
     }
 
+    /// The slicing to build with (and whether in two phases), if the windows are sliced.
+    fn sliced_plan(&self, sliceable: bool) -> Option<(Slicing, bool)> {
+        let slicing = self.slicing?;
+        if !sliceable || self.custom_trigger || TypeId::of::<W>() != TypeId::of::<TimeWindow>() {
+            return None;
+        }
+        let two_phase = self.local_global && slicing.event_time();
+        (two_phase || (self.sliced && !slicing.tumbling())).then_some((slicing, two_phase))
+    }
+
     fn build<R: Data, C: Contents<K, T, W, R>>(&self, op: &str, contents: C) -> DataStream<R> {
+        if let Some((slicing, two_phase)) = self.sliced_plan(contents.sliceable()) {
+            return self.build_sliced(op, slicing, two_phase, contents);
+        }
         let f = Arc::new(WindowOperator {
             assigner: Arc::clone(&self.assigner),
             trigger: Arc::clone(&self.trigger),
@@ -1283,6 +1375,54 @@ impl<K: Data + Hash + Eq, T: Data, W: Window> WindowedStream<K, T, W> {
             .stream
             .tagged_node(op, "hash", move |ctx, input, name| {
                 build_keyed_process(ctx, input, Arc::clone(&key), Arc::clone(&f), name)
+            })
+    }
+
+    fn build_sliced<R: Data, C: Contents<K, T, W, R>>(
+        &self,
+        op: &str,
+        slicing: Slicing,
+        two_phase: bool,
+        contents: C,
+    ) -> DataStream<R> {
+        let contents = Arc::new(contents);
+        let sliced = SlicedOperator {
+            slicing,
+            contents: Arc::clone(&contents),
+            allowed_lateness: self.allowed_lateness,
+            late_tag: self.late_tag.clone(),
+            _types: PhantomData,
+        };
+        let key = Arc::clone(&self.keyed.key);
+        if !two_phase {
+            let f = Arc::new(sliced);
+            return self
+                .keyed
+                .stream
+                .tagged_node(op, "hash", move |ctx, input, name| {
+                    build_keyed_process(ctx, input, Arc::clone(&key), Arc::clone(&f), name)
+                });
+        }
+        let f = Arc::new(Global(sliced));
+        self.keyed
+            .stream
+            .tagged_node(op, "hash", move |ctx, input, name| {
+                let shared = Arc::clone(ctx.shared());
+                let partials = local_aggregate::<K, T, W, R, C>(
+                    input,
+                    Arc::clone(&key),
+                    slicing,
+                    Arc::clone(&contents),
+                    shared,
+                    name,
+                );
+                let of_record = Arc::clone(&key);
+                let of_partial: KeyFn<K, Partial<K, T, C::Acc>> =
+                    Arc::new(move |p: &Partial<K, T, C::Acc>| match p {
+                        Partial::Slice { key, .. } => key.clone(),
+                        Partial::Raw(x) => of_record(x),
+                    });
+                build_keyed_process(ctx, partials, of_partial, Arc::clone(&f), name)
             })
     }
 
