@@ -2,6 +2,7 @@
 //! single-threaded evaluation, flow control, and bad input end to end.
 
 mod bad_input;
+mod chaining;
 mod checkpoint_failures;
 mod checkpoints;
 mod dedup;
