@@ -118,11 +118,23 @@ fn a_chain_is_one_timely_operator_and_disable_chaining_and_start_new_chain_split
         // With chaining, the four run in the sink's operator.
         (("chained", true, |s| s), 0, [1, 1, 1, 1, 1]),
         // A new chain at the second map: map → filter | map → flat_map → sink.
-        (("start_new_chain", true, |s| s.start_new_chain()), 1, [1, 1, 3, 3, 3]),
+        (
+            ("start_new_chain", true, |s| s.start_new_chain()),
+            1,
+            [1, 1, 3, 3, 3],
+        ),
         // The second map alone: map → filter | map | flat_map → sink.
-        (("disable_chaining", true, |s| s.disable_chaining()), 2, [1, 1, 3, 4, 4]),
+        (
+            ("disable_chaining", true, |s| s.disable_chaining()),
+            2,
+            [1, 1, 3, 4, 4],
+        ),
         // Disabled job-wide, a start_new_chain changes nothing.
-        (("unchained, new chain", false, |s| s.start_new_chain()), 4, [1, 2, 3, 4, 5]),
+        (
+            ("unchained, new chain", false, |s| s.start_new_chain()),
+            4,
+            [1, 2, 3, 4, 5],
+        ),
     ];
     for ((case, chaining, edit), operators, heads) in cases {
         let (built, sum, plan) = four_operators(chaining, edit);
@@ -235,7 +247,9 @@ fn a_union_after_chains_gets_every_record_once() {
                 .from_collection((0u64..300).collect())
                 .map(|x| x * 2)
                 .filter(|x| x % 3 != 0);
-            let right = env.from_collection((0u64..200).collect()).map(|x| x + 10_000);
+            let right = env
+                .from_collection((0u64..200).collect())
+                .map(|x| x + 10_000);
             let out = left.union(&[right]).map(|x| x + 1).collect();
             env.execute("union").expect("job runs");
             sorted(out.take())

@@ -51,7 +51,12 @@ impl<T: Data> DataStream<T> {
         let strategy = Arc::new(strategy);
         let builder: crate::plan::Builder = Arc::new(move |ctx, inputs, name| {
             let input = chain_input::<T>(ctx, inputs[0]);
-            Some(ErasedStream::new(assign(ctx, input, Arc::clone(&strategy), name)))
+            Some(ErasedStream::new(assign(
+                ctx,
+                input,
+                Arc::clone(&strategy),
+                name,
+            )))
         });
         let node = add_node(
             &self.plan,
@@ -131,7 +136,11 @@ fn assign<'s, T: Data>(
             let mut send = None;
             if ended {
                 if upstream_ended {
-                    send = Some(WmMsg { slot: 0, wm: MAX_WATERMARK, idle: false });
+                    send = Some(WmMsg {
+                        slot: 0,
+                        wm: MAX_WATERMARK,
+                        idle: false,
+                    });
                 }
             } else if now.duration_since(last_emit) >= interval {
                 last_emit = now;
@@ -141,13 +150,21 @@ fn assign<'s, T: Data>(
                 if is_idle {
                     if !idle {
                         idle = true;
-                        send = Some(WmMsg { slot: 0, wm: emitted, idle: true });
+                        send = Some(WmMsg {
+                            slot: 0,
+                            wm: emitted,
+                            idle: true,
+                        });
                     }
                 } else if let Some(wm) = generator.on_periodic_emit() {
                     if wm > emitted || idle {
                         emitted = emitted.max(wm);
                         idle = false;
-                        send = Some(WmMsg { slot: 0, wm: emitted, idle: false });
+                        send = Some(WmMsg {
+                            slot: 0,
+                            wm: emitted,
+                            idle: false,
+                        });
                     }
                 }
             }

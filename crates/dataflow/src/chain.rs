@@ -10,12 +10,20 @@
 //! [`DataStream::start_new_chain`](crate::DataStream::start_new_chain).
 //!
 //! Chains are built lazily on each worker. A chainable node does not build an operator: it
-//! produces a pending [`Chain`], which the next chained node extends with its own [`Stage`].
+//! produces a pending `Chain`, which the next chained node extends with its own `Stage`.
 //! The first consumer that needs a real stream (one that knows the record type: any other
 //! operator, a sink, a second consumer) *materializes* the chain into one timely operator
 //! named after its members (`map-1 -> filter-2`), whose input is the head's input. Each stage
 //! keeps its own name (for errors and panics), its own failed flag and its own panic guard;
 //! the only dynamic dispatch is one call per stage per batch, never per record.
+//!
+//! Two operators that are more than a batch function run the chain before them inside their
+//! own timely operator, as its last member: timestamp assignment on a non-source stream and a
+//! sink (not a single-worker sink, whose input is an exchange). A keyed operator's first
+//! stage (its key function) already runs inside the exchange that feeds it, so the chain
+//! before a `key_by` ends there, as in Flink (a hash edge breaks a chain). Rich functions and
+//! process functions (`map_rich`, `process`) are not chained: they read watermarks and
+//! close at the end of their input.
 
 use std::sync::Arc;
 
@@ -218,10 +226,7 @@ impl<'s, T: 'static> Chain<'s, T> {
                 pull(&mut |cap, batch| output.session(cap).give_container(batch));
             }
         });
-        Flow {
-            data,
-            wm: self.wm,
-        }
+        Flow { data, wm: self.wm }
     }
 }
 

@@ -879,7 +879,9 @@ pub(crate) fn run_worker(
         // made now (it stops at once) is numbered one more than that.
         let marker = OperatorBuilder::new("spate.operators".to_owned(), scope);
         if scope.index() == 0 {
-            shared.operators.store(marker.index() - 1, Ordering::Relaxed);
+            shared
+                .operators
+                .store(marker.index() - 1, Ordering::Relaxed);
         }
         marker.build(|_| |_| {});
         // Source-side totals (records, drops, dead letters) travel to global worker 0 through

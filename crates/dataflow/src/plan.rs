@@ -11,8 +11,8 @@
 //! Python and SQL fronts, the optimizer) without running it.
 
 use std::any::Any;
-use std::collections::HashMap;
 use std::cell::RefCell;
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use spate_types::keygroup::stable_hash;
@@ -41,10 +41,10 @@ pub enum NodeKind {
 
 /// A stream whose record type is hidden, passed between node builders.
 ///
-/// It holds a [`Flow`] (records and their watermark companion), or a pending [`Chain`] of
+/// It holds a `Flow` (records and their watermark companion), or a pending `Chain` of
 /// forward operators not built yet (see [`crate::chain`]). The lifetime of the worker's scope
 /// is erased so that streams of different types can sit in one vector while the plan is
-/// built (see [`extend_lifetime`] for why that is sound).
+/// built (see `extend_lifetime` for why that is sound).
 pub struct ErasedStream {
     inner: RefCell<Box<dyn Any>>,
     /// Builds the pending chain, if any, knowing its record type.
@@ -183,7 +183,9 @@ fn shorten_lifetime<'s, X: Lifetimed<'s>>(value: X::Static) -> X {
     unsafe { *Box::from_raw(Box::into_raw(boxed) as *mut X) }
 }
 
-/// A type with a scope lifetime `'s`, and the same type at `'static`.
+/// A type with a scope lifetime `'s`, and the same type at `'static`: implemented only for
+/// types whose `Static` differs from them in that lifetime alone, which is what makes the
+/// casts of [`extend_lifetime`] and [`shorten_lifetime`] layout-preserving.
 trait Lifetimed<'s> {
     type Static: 'static;
 }

@@ -12,10 +12,10 @@ use timely::dataflow::channels::pact::Exchange;
 use timely::dataflow::operators::vec::Broadcast;
 use timely::dataflow::operators::{Concatenate, Operator};
 
+use crate::chain::{Chain, Stage};
 use crate::connected::ConnectedStreams;
 use crate::execute::{BuildCtx, SinkInput};
 use crate::keyed::KeyedStream;
-use crate::chain::{Chain, Stage};
 use crate::plan::{Chaining, ErasedStream, Flow, Node, NodeId, NodeKind, Plan, TStream};
 use crate::time::Timestamp;
 
