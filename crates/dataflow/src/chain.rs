@@ -51,13 +51,16 @@ pub(crate) type Emit<'a, T> = &'a mut dyn FnMut(&InputCapability<Epoch>, &mut Ba
 /// batch through the stages, handing the last stage's output to `emit`.
 pub(crate) type Puller<T> = Box<dyn FnMut(Emit<'_, T>)>;
 
+/// Adds a chain's head input to the operator being built and returns the chain's puller.
+type Attach<'s, T> = Box<dyn FnOnce(&mut OperatorBuilder<'s, Epoch>) -> Puller<T> + 's>;
+
 /// A chain that is not an operator yet: the stages so far, and how to attach them to the
 /// operator that will run them.
 pub(crate) struct Chain<'s, T> {
     /// The members' names, head first.
     pub(crate) names: Vec<String>,
     /// Adds the head's input to the operator being built and returns the puller.
-    attach: Box<dyn FnOnce(&mut OperatorBuilder<'s, Epoch>) -> Puller<T> + 's>,
+    attach: Attach<'s, T>,
     /// The watermarks of the head's input, which chained operators pass on unchanged.
     pub(crate) wm: WStream<'s>,
 }
@@ -115,9 +118,9 @@ where
 
 impl<'s, T: 'static> Chain<'s, T> {
     /// A chain of one stage reading `input`.
-    pub(crate) fn head<I: 'static, F>(input: Flow<'s, I>, stage: Stage<I, T, F>) -> Self
+    pub(crate) fn head<I, F>(input: Flow<'s, I>, stage: Stage<I, T, F>) -> Self
     where
-        I: Clone,
+        I: Clone + 'static,
         F: Fn(&mut Batch<I>, &mut Batch<T>) -> Result<(), String> + 'static,
     {
         let names = vec![stage.operator.clone()];
