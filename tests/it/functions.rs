@@ -75,7 +75,7 @@ static PANICKED: AtomicBool = AtomicBool::new(false);
 
 /// Runs the windowed job with `f` in it on 2 workers with checkpoints and a restart strategy,
 /// where `f` fails once (raising `failed`): one restart, then the failure-free output.
-fn restarts_once_to_the_failure_free_output(
+pub(crate) fn restarts_once_to_the_failure_free_output(
     failed: &AtomicBool,
     f: impl Fn(DataStream<u64>) -> DataStream<u64>,
 ) {

@@ -3,6 +3,7 @@
 
 mod bad_input;
 mod changelog;
+mod chaining;
 mod checkpoint_failures;
 mod checkpoints;
 mod dedup;

@@ -4,6 +4,8 @@
 //! generator per split (Flink's `fromSource(source, strategy)`). On any other stream, a
 //! forward operator assigns timestamps and runs one generator per worker; it drops the
 //! upstream watermarks except the final one, as Flink's `TimestampsAndWatermarksOperator`.
+//! It runs the chain of forward operators before it, if any (see [`crate::chain`]), and has
+//! two outputs: the records and their watermarks.
 
 use std::rc::Rc;
 use std::sync::Arc;
@@ -12,11 +14,14 @@ use std::time::{Duration, Instant};
 use spate_types::Data;
 use timely::container::CapacityContainerBuilder;
 use timely::dataflow::channels::pact::Pipeline;
-use timely::dataflow::operators::{Capability, Operator};
+use timely::dataflow::operators::generic::builder_rc::OperatorBuilder;
+use timely::dataflow::operators::generic::OutputBuilder;
+use timely::dataflow::operators::Capability;
 
-use crate::plan::{Epoch, NodeKind};
-use crate::process::{split_out, Out};
-use crate::stream::DataStream;
+use crate::chain::{chain_input, Chain};
+use crate::execute::BuildCtx;
+use crate::plan::{Epoch, ErasedStream, Flow, NodeKind};
+use crate::stream::{add_node, DataStream};
 use crate::time::{Timestamp, WatermarkStrategy, WmMsg, MAX_WATERMARK, NO_TIMESTAMP};
 
 impl<T: Data> DataStream<T> {
@@ -44,104 +49,146 @@ impl<T: Data> DataStream<T> {
             }
         }
         let strategy = Arc::new(strategy);
-        self.unary_node("timestamps", "forward", move |ctx, input, name| {
-            let strategy = Arc::clone(&strategy);
-            let shared = Arc::clone(ctx.shared());
-            let operator = name.to_owned();
-            let interval = ctx.config().auto_watermark_interval;
-            let scope = ctx.scope;
-            let both = input
-                .data
-                .binary_frontier::<_, CapacityContainerBuilder<Vec<(Timestamp, Out<T>)>>, _, _, _, _>(
-                    input.wm,
-                    Pipeline,
-                    Pipeline,
-                    name,
-                    move |initial, info| {
-                        let activator = scope.activator_for(Rc::clone(&info.address));
-                        let mut cap: Option<Capability<Epoch>> = Some(initial);
-                        let mut generator = (strategy.generator)();
-                        let mut max_epoch: Epoch = 0;
-                        let mut emitted = NO_TIMESTAMP;
-                        let mut idle = false;
-                        let mut last_emit = Instant::now();
-                        let mut last_record = Instant::now();
-                        let mut upstream_ended = false;
-                        move |(data, data_frontier), (wms, wm_frontier), output| {
-                            data.for_each(|c, one_batch| {
- let batches = std::iter::once(one_batch);
-                                let Some(&epoch) = c.least() else { return };
-                                max_epoch = max_epoch.max(epoch);
-                                let mut session = output.session(&c);
-                                for batch in batches {
-                                    crate::function::guard(&shared, &operator, || {
-                                        for (prev, x) in batch.drain(..) {
-                                            let ts = strategy.timestamp(&x, prev);
-                                            generator.on_event(&x, ts);
-                                            session.give((ts, Out::Record(x)));
-                                        }
-                                    });
-                                    batch.clear();
-                                }
-                                last_record = Instant::now();
-                            });
-                            wms.for_each(|_c, one_batch| {
- let batches = std::iter::once(one_batch);
-                                for batch in batches {
-                                    upstream_ended |= batch.iter().any(|m| !m.idle && m.wm == MAX_WATERMARK);
-                                    batch.clear();
-                                }
-                            });
-                            let ended = data_frontier.is_empty() && wm_frontier.is_empty();
-                            let Some(held) = cap.as_mut() else { return };
-                            let now = Instant::now();
-                            let mut send = None;
-                            if ended {
-                                if upstream_ended {
-                                    send = Some(WmMsg { slot: 0, wm: MAX_WATERMARK, idle: false });
-                                }
-                            } else if now.duration_since(last_emit) >= interval {
-                                last_emit = now;
-                                let is_idle = strategy
-                                    .idleness
-                                    .is_some_and(|t| now.duration_since(last_record) >= t);
-                                if is_idle {
-                                    if !idle {
-                                        idle = true;
-                                        send = Some(WmMsg { slot: 0, wm: emitted, idle: true });
-                                    }
-                                } else if let Some(wm) = generator.on_periodic_emit() {
-                                    if wm > emitted || idle {
-                                        emitted = emitted.max(wm);
-                                        idle = false;
-                                        send = Some(WmMsg { slot: 0, wm: emitted, idle: false });
-                                    }
-                                }
-                            }
-                            if let Some(msg) = send {
-                                // After every record sent so far (see `crate::time`).
-                                let at = held.delayed(&max_epoch.max(*held.time()));
-                                output.session(&at).give((NO_TIMESTAMP, Out::Watermark(msg)));
-                            }
-                            if ended {
-                                cap = None;
-                                return;
-                            }
-                            let least = [data_frontier.frontier(), wm_frontier.frontier()]
-                                .iter()
-                                .filter_map(|f| f.first().copied())
-                                .min();
-                            if let Some(t) = least {
-                                if t > *held.time() {
-                                    held.downgrade(&t);
-                                }
-                            }
-                            let wait = interval.saturating_sub(now.duration_since(last_emit));
-                            activator.activate_after(wait.max(Duration::from_millis(1)));
-                        }
-                    },
-                );
-            split_out(both)
-        })
+        let builder: crate::plan::Builder = Arc::new(move |ctx, inputs, name| {
+            let input = chain_input::<T>(ctx, inputs[0]);
+            Some(ErasedStream::new(assign(
+                ctx,
+                input,
+                Arc::clone(&strategy),
+                name,
+            )))
+        });
+        let node = add_node(
+            &self.plan,
+            "timestamps",
+            NodeKind::Operator,
+            vec![self.node],
+            "forward",
+            builder,
+        );
+        self.plan.borrow_mut().nodes[node].chain_in = true;
+        DataStream::from_node(Rc::clone(&self.plan), node)
     }
+}
+
+/// Builds the timestamp assigner on one worker: one operator that runs `input`'s chain (if
+/// any) and then assigns timestamps, with two outputs, the records and the watermarks.
+fn assign<'s, T: Data>(
+    ctx: &mut BuildCtx<'s>,
+    input: Chain<'s, T>,
+    strategy: Arc<WatermarkStrategy<T>>,
+    name: &str,
+) -> Flow<'s, T> {
+    let shared = Arc::clone(ctx.shared());
+    let operator = name.to_owned();
+    let interval = ctx.config().auto_watermark_interval;
+    let scope = ctx.scope;
+    let mut builder = OperatorBuilder::new(input.name_with(name), scope);
+    let info = builder.operator_info();
+    let wm_in = input.wm.clone();
+    let mut pull = input.attach(&mut builder);
+    let mut wms = builder.new_input(wm_in, Pipeline);
+    let (data_out, data) = builder.new_output::<Vec<(Timestamp, T)>>();
+    let (wm_out, wm) = builder.new_output::<Vec<WmMsg>>();
+    let mut data_out =
+        OutputBuilder::<_, CapacityContainerBuilder<Vec<(Timestamp, T)>>>::from(data_out);
+    let mut wm_out = OutputBuilder::<_, CapacityContainerBuilder<Vec<WmMsg>>>::from(wm_out);
+    builder.build(move |mut capabilities| {
+        let activator = scope.activator_for(Rc::clone(&info.address));
+        // The watermark output's; records go out under their input's capability.
+        let mut cap: Option<Capability<Epoch>> = capabilities.pop();
+        drop(capabilities);
+        let mut generator = (strategy.generator)();
+        let mut max_epoch: Epoch = 0;
+        let mut emitted = NO_TIMESTAMP;
+        let mut idle = false;
+        let mut last_emit = Instant::now();
+        let mut last_record = Instant::now();
+        let mut upstream_ended = false;
+        move |frontiers| {
+            let (data_frontier, wm_frontier) = (&frontiers[0], &frontiers[1]);
+            let mut records = data_out.activate();
+            let mut saw_records = false;
+            pull(&mut |c, batch| {
+                let Some(&epoch) = c.least() else { return };
+                max_epoch = max_epoch.max(epoch);
+                let mut session = records.session(c);
+                crate::function::guard(&shared, &operator, || {
+                    for (prev, x) in batch.drain(..) {
+                        let ts = strategy.timestamp(&x, prev);
+                        generator.on_event(&x, ts);
+                        session.give((ts, x));
+                    }
+                });
+                batch.clear();
+                saw_records = true;
+            });
+            if saw_records {
+                last_record = Instant::now();
+            }
+            wms.for_each(|_c, batch| {
+                upstream_ended |= batch.iter().any(|m| !m.idle && m.wm == MAX_WATERMARK);
+                batch.clear();
+            });
+            let ended = data_frontier.is_empty() && wm_frontier.is_empty();
+            let Some(held) = cap.as_mut() else { return };
+            let now = Instant::now();
+            let mut send = None;
+            if ended {
+                if upstream_ended {
+                    send = Some(WmMsg {
+                        slot: 0,
+                        wm: MAX_WATERMARK,
+                        idle: false,
+                    });
+                }
+            } else if now.duration_since(last_emit) >= interval {
+                last_emit = now;
+                let is_idle = strategy
+                    .idleness
+                    .is_some_and(|t| now.duration_since(last_record) >= t);
+                if is_idle {
+                    if !idle {
+                        idle = true;
+                        send = Some(WmMsg {
+                            slot: 0,
+                            wm: emitted,
+                            idle: true,
+                        });
+                    }
+                } else if let Some(wm) = generator.on_periodic_emit() {
+                    if wm > emitted || idle {
+                        emitted = emitted.max(wm);
+                        idle = false;
+                        send = Some(WmMsg {
+                            slot: 0,
+                            wm: emitted,
+                            idle: false,
+                        });
+                    }
+                }
+            }
+            if let Some(msg) = send {
+                // At the epoch of every record sent so far (see `crate::time`).
+                let at = held.delayed(&max_epoch.max(*held.time()));
+                wm_out.activate().session(&at).give(msg);
+            }
+            if ended {
+                cap = None;
+                return;
+            }
+            let least = [data_frontier.frontier(), wm_frontier.frontier()]
+                .iter()
+                .filter_map(|f| f.first().copied())
+                .min();
+            if let Some(t) = least {
+                if t > *held.time() {
+                    held.downgrade(&t);
+                }
+            }
+            let wait = interval.saturating_sub(now.duration_since(last_emit));
+            activator.activate_after(wait.max(Duration::from_millis(1)));
+        }
+    });
+    Flow { data, wm }
 }

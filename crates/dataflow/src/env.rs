@@ -77,6 +77,10 @@ pub struct JobResult {
     pub totals: BTreeMap<String, u64>,
     /// This process's operator counters (`<operator>.numRecordsIn` / `.numRecordsOut`).
     pub metrics: BTreeMap<String, u64>,
+    /// How many timely operators the job's plan built on global worker 0 (a chain of
+    /// operators counts once; see [`crate::chain`]), on [`Role::Single`] and
+    /// [`Role::Leader`]; 0 elsewhere.
+    pub operators: usize,
 }
 
 impl JobResult {
@@ -115,6 +119,14 @@ impl StreamEnv {
             stop: Arc::new(AtomicBool::new(false)),
             progress: Arc::new(Progress::default()),
         }
+    }
+
+    /// Chains no operator to another: every operator runs as a timely operator of its own
+    /// (Flink's `env.disableOperatorChaining()`), for debugging and for measuring what
+    /// chaining gains.
+    pub fn disable_operator_chaining(&self) -> &Self {
+        self.plan.borrow_mut().chaining_disabled = true;
+        self
     }
 
     /// The configuration the job will run with.
@@ -193,6 +205,7 @@ impl StreamEnv {
                 elapsed: running.elapsed(),
                 totals: BTreeMap::new(),
                 metrics: BTreeMap::from([("fullRestarts".to_owned(), restarts)]),
+                operators: 0,
             });
         }
         let plan = Arc::new(self.plan.borrow().clone());
@@ -374,6 +387,7 @@ impl StreamEnv {
             elapsed: running.elapsed(),
             totals,
             metrics: shared.metrics.snapshot(),
+            operators: shared.operators.load(std::sync::atomic::Ordering::Relaxed),
         })
     }
 }

@@ -17,7 +17,7 @@
 use std::cell::RefCell;
 use std::collections::{BTreeMap, VecDeque};
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -27,11 +27,13 @@ use spate_types::{
 };
 use timely::container::CapacityContainerBuilder;
 use timely::dataflow::channels::pact::{Exchange, Pipeline};
+use timely::dataflow::operators::generic::builder_rc::OperatorBuilder;
 use timely::dataflow::operators::generic::operator::empty;
 use timely::dataflow::operators::vec::Broadcast;
 use timely::dataflow::operators::{Operator, Probe};
 use timely::dataflow::{InputHandleVec, ProbeHandle, Scope};
 
+use crate::chain::Chain;
 use crate::checkpoint::coordinator::{
     note_completed, CheckpointRuntime, Report, WorkerCheckpointer,
 };
@@ -133,6 +135,9 @@ pub(crate) struct JobShared {
     pub(crate) progress: Arc<Progress>,
     /// Checkpoint storage and coordination, when the job checkpoints.
     pub(crate) checkpoints: Option<Arc<CheckpointRuntime>>,
+    /// The number of timely operators the plan built on worker 0 (see
+    /// [`crate::JobResult::operators`]).
+    pub(crate) operators: AtomicUsize,
     /// The disk state backend's scratch directory for this run, made by the first operator
     /// that needs it and removed when the run ends.
     state_dir: std::sync::OnceLock<Result<tempfile::TempDir, String>>,
@@ -164,6 +169,7 @@ impl JobShared {
             totals: Mutex::new(BTreeMap::new()),
             progress,
             checkpoints: None,
+            operators: AtomicUsize::new(0),
             state_dir: std::sync::OnceLock::new(),
         }
     }
@@ -223,6 +229,8 @@ pub struct BuildCtx<'s> {
     pub(crate) uid: String,
     /// The job's name, as given to `execute`.
     pub(crate) job: String,
+    /// Whether the node being built is chained to its input (see [`Plan::chain_heads`]).
+    pub(crate) chained: bool,
 }
 
 impl<'s> BuildCtx<'s> {
@@ -398,7 +406,8 @@ impl<'s> BuildCtx<'s> {
                 let mut dl_input = InputHandleVec::<Epoch, (Timestamp, DeadLetter)>::new();
                 let dl_stream = dl_input.to_stream(self.scope);
                 let id = format!("{}.dead-letters", self.uid);
-                self.add_sink_as(&format!("{name}.dead-letters"), &id, dl_stream, &sink, true);
+                let input = SinkInput::Single(dl_stream);
+                self.add_sink_as(&format!("{name}.dead-letters"), &id, input, &sink);
                 Some(dl_input)
             }
             None => None,
@@ -438,12 +447,11 @@ impl<'s> BuildCtx<'s> {
     pub(crate) fn add_sink<T: spate_types::Data>(
         &mut self,
         name: &str,
-        stream: TStream<'s, T>,
+        input: SinkInput<'s, T>,
         sink: &Arc<dyn Sink<T>>,
-        single: bool,
     ) {
         let id = self.uid.clone();
-        self.add_sink_as(name, &id, stream, sink, single);
+        self.add_sink_as(name, &id, input, sink);
     }
 
     /// [`add_sink`](Self::add_sink) with the state id `id`.
@@ -451,9 +459,8 @@ impl<'s> BuildCtx<'s> {
         &mut self,
         name: &str,
         id: &str,
-        stream: TStream<'s, T>,
+        input: SinkInput<'s, T>,
         sink: &Arc<dyn Sink<T>>,
-        single: bool,
     ) {
         let ctx = SinkContext {
             worker_index: self.index(),
@@ -485,45 +492,54 @@ impl<'s> BuildCtx<'s> {
         let scope = self.scope;
         // The sink has an (empty) output so that a probe on it sees an epoch complete only
         // once the sink has consumed it.
-        let done: timely::dataflow::StreamVec<'s, Epoch, ()> = if single {
-            stream.unary_frontier::<CapacityContainerBuilder<Vec<()>>, _, _, _>(
-                Exchange::new(|_: &(Timestamp, T)| 0u64),
-                name,
-                move |_, info| {
-                    let activator = scope.activator_for(Rc::clone(&info.address));
-                    move |(input, frontier), _output| {
-                        state.guarded(|state| {
-                            input.for_each(|cap, one_batch| {
-                                let batches = std::iter::once(one_batch);
-                                let epoch = cap.least().copied().unwrap_or(0);
-                                batches.for_each(|b| state.receive(epoch, b));
+        let done: timely::dataflow::StreamVec<'s, Epoch, ()> = match input {
+            SinkInput::Single(stream) => stream
+                .unary_frontier::<CapacityContainerBuilder<Vec<()>>, _, _, _>(
+                    Exchange::new(|_: &(Timestamp, T)| 0u64),
+                    name,
+                    move |_, info| {
+                        let activator = scope.activator_for(Rc::clone(&info.address));
+                        move |(input, frontier), _output| {
+                            state.guarded(|state| {
+                                input.for_each(|cap, batch| {
+                                    let epoch = cap.least().copied().unwrap_or(0);
+                                    state.receive(epoch, batch);
+                                });
+                                state.step(frontier, &activator);
                             });
-                            state.step(frontier, &activator);
+                        }
+                    },
+                ),
+            SinkInput::Forward(chain) => {
+                // The sink runs the chain of forward operators before it, if any.
+                let mut builder = OperatorBuilder::new(chain.name_with(name), scope);
+                let info = builder.operator_info();
+                let mut pull = chain.attach(&mut builder);
+                let (_output, done) = builder.new_output::<Vec<()>>();
+                builder.build(move |_capabilities| {
+                    let activator = scope.activator_for(Rc::clone(&info.address));
+                    move |frontiers| {
+                        state.guarded(|state| {
+                            pull(&mut |cap, batch| {
+                                let epoch = cap.least().copied().unwrap_or(0);
+                                state.receive(epoch, batch);
+                            });
+                            state.step(&frontiers[0], &activator);
                         });
                     }
-                },
-            )
-        } else {
-            stream.unary_frontier::<CapacityContainerBuilder<Vec<()>>, _, _, _>(
-                Pipeline,
-                name,
-                move |_, info| {
-                    let activator = scope.activator_for(Rc::clone(&info.address));
-                    move |(input, frontier), _output| {
-                        state.guarded(|state| {
-                            input.for_each(|cap, one_batch| {
-                                let batches = std::iter::once(one_batch);
-                                let epoch = cap.least().copied().unwrap_or(0);
-                                batches.for_each(|b| state.receive(epoch, b));
-                            });
-                            state.step(frontier, &activator);
-                        });
-                    }
-                },
-            )
+                });
+                done
+            }
         };
         done.probe_with(&self.probe);
     }
+}
+
+/// What a sink reads: a stream that all workers send to worker 0, or a chain of this worker's
+/// forward operators (maybe none) that the sink's operator runs first.
+pub(crate) enum SinkInput<'s, T> {
+    Single(TStream<'s, T>),
+    Forward(Chain<'s, T>),
 }
 
 /// One worker's sink writer inside its operator.
@@ -836,8 +852,10 @@ pub(crate) fn run_worker(
             snapshots: Rc::clone(&snapshots),
             uid: String::new(),
             job: job_name.to_owned(),
+            chained: false,
         };
         let uids = plan.state_ids().expect("execute checks the uids first");
+        let heads = plan.chain_heads();
         let mut streams: Vec<Option<ErasedStream>> = Vec::with_capacity(plan.nodes.len());
         for node in &plan.nodes {
             let inputs: Vec<&ErasedStream> = node
@@ -849,11 +867,26 @@ pub(crate) fn run_worker(
                         .expect("plan inputs are streams, never sinks")
                 })
                 .collect();
-            ctx.uid.clone_from(&uids[streams.len()]);
+            let id = streams.len();
+            ctx.uid.clone_from(&uids[id]);
+            ctx.chained = heads[id] != id;
             let out = (node.builder)(&mut ctx, &inputs, &node.name);
             streams.push(out);
         }
+        for stream in streams.iter().flatten() {
+            stream.build_pending(scope);
+        }
         drop(streams);
+        // The number of timely operators the plan's nodes built on this worker: operators of a
+        // scope are numbered in the order they are made, from 1, so an empty marker operator
+        // made now (it stops at once) is numbered one more than that.
+        let marker = OperatorBuilder::new("spate.operators".to_owned(), scope);
+        if scope.index() == 0 {
+            shared
+                .operators
+                .store(marker.index() - 1, Ordering::Relaxed);
+        }
+        marker.build(|_| |_| {});
         // Source-side totals (records, drops, dead letters) travel to global worker 0 through
         // the dataflow itself, so they are exact over all processes.
         let mut stats_input = InputHandleVec::<Epoch, (String, u64)>::new();

@@ -27,6 +27,7 @@
 //!   job with the operator's name; non-keyed process functions and rich functions.
 //! * [`dedup`]: record-id deduplication (Bloom filters over exact id stores, event-time buckets).
 //! * [`plan`]: the job graph the API records, replayed on every worker.
+//! * [`chain`]: operator chaining: consecutive forward operators run as one timely operator.
 //! * [`execute`]: the worker loop, source driving and flow control (epochs in flight).
 //! * [`cluster`]: launching and supervising local processes.
 //! * [`metrics`]: named counters with Flink's metric names.
@@ -36,6 +37,7 @@
 
 pub mod all_window;
 pub mod assign;
+pub mod chain;
 pub mod changelog;
 pub mod checkpoint;
 pub mod cluster;

@@ -11,6 +11,7 @@
 //! Python and SQL fronts, the optimizer) without running it.
 
 use std::any::Any;
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -20,6 +21,7 @@ use spate_types::{SpateError, SpateResult};
 use timely::dataflow::{Scope, StreamVec};
 
 use crate::checkpoint::snapshot::sanitize;
+use crate::chain::Chain;
 use crate::execute::BuildCtx;
 use crate::time::{Timestamp, WmMsg};
 
@@ -39,11 +41,22 @@ pub enum NodeKind {
 
 /// A stream whose record type is hidden, passed between node builders.
 ///
-/// It holds a [`Flow`] (records and their watermark companion): the lifetime of the worker's scope is erased so that
-/// streams of different types can sit in one vector while the plan is built (see
-/// [`ErasedStream::new`] for why that is sound).
+/// It holds a `Flow` (records and their watermark companion), or a pending `Chain` of
+/// forward operators not built yet (see [`crate::chain`]). The lifetime of the worker's scope
+/// is erased so that streams of different types can sit in one vector while the plan is
+/// built (see `extend_lifetime` for why that is sound).
 pub struct ErasedStream {
-    inner: Box<dyn Any>,
+    inner: RefCell<Box<dyn Any>>,
+    /// Builds the pending chain, if any, knowing its record type.
+    force: for<'s> fn(&ErasedStream, Scope<'s, Epoch>),
+}
+
+/// What an [`ErasedStream`] holds.
+enum Slot<'s, T> {
+    Flow(Flow<'s, T>),
+    Chain(Chain<'s, T>),
+    /// A chain that the next operator of the chain took over.
+    Taken,
 }
 
 /// The timely timestamp of every stream: the epoch (see [`crate::execute`]).
@@ -74,42 +87,119 @@ impl<T: Clone + 'static> Clone for Flow<'_, T> {
 impl ErasedStream {
     /// Hides the type and lifetime of `stream`.
     pub(crate) fn new<'s, T: Clone + 'static>(stream: Flow<'s, T>) -> Self {
+        Self::of(Slot::Flow(stream))
+    }
+
+    /// Hides the type and lifetime of a pending chain.
+    pub(crate) fn pending<'s, T: Clone + 'static>(chain: Chain<'s, T>) -> Self {
+        Self::of(Slot::Chain(chain))
+    }
+
+    fn of<'s, T: Clone + 'static>(slot: Slot<'s, T>) -> Self {
         ErasedStream {
-            inner: Box::new(extend_lifetime(stream)),
+            inner: RefCell::new(Box::new(extend_lifetime(slot))),
+            force: force::<T>,
         }
     }
 
-    /// Recovers the stream; panics if the plan's types are inconsistent, which the typed API
-    /// makes impossible.
-    pub(crate) fn get<'s, T: Clone + 'static>(&self, _scope: Scope<'s, Epoch>) -> Flow<'s, T> {
-        let stream = self
-            .inner
-            .downcast_ref::<Flow<'static, T>>()
+    /// Recovers the stream, building its pending chain first if it has one; panics if the
+    /// plan's types are inconsistent, which the typed API makes impossible.
+    pub(crate) fn get<'s, T: Clone + 'static>(&self, scope: Scope<'s, Epoch>) -> Flow<'s, T> {
+        let mut inner = self.inner.borrow_mut();
+        let slot = inner
+            .downcast_mut::<Slot<'static, T>>()
             .expect("plan types are checked by the typed API");
-        shorten_lifetime(stream.clone())
+        match std::mem::replace(slot, Slot::Taken) {
+            Slot::Flow(flow) => {
+                *slot = Slot::Flow(flow.clone());
+                shorten_lifetime::<Flow<'s, T>>(flow)
+            }
+            Slot::Chain(chain) => {
+                let flow = shorten_lifetime::<Chain<'s, T>>(chain).materialize(scope);
+                *slot = Slot::Flow(extend_lifetime(flow.clone()));
+                flow
+            }
+            Slot::Taken => unreachable!("a chained stream has exactly one consumer"),
+        }
+    }
+
+    /// Takes the pending chain, for the next operator of the chain to extend; `None` when the
+    /// stream is built already.
+    pub(crate) fn take_chain<'s, T: Clone + 'static>(
+        &self,
+        _scope: Scope<'s, Epoch>,
+    ) -> Option<Chain<'s, T>> {
+        let mut inner = self.inner.borrow_mut();
+        let slot = inner
+            .downcast_mut::<Slot<'static, T>>()
+            .expect("plan types are checked by the typed API");
+        if !matches!(slot, Slot::Chain(_)) {
+            return None;
+        }
+        match std::mem::replace(slot, Slot::Taken) {
+            Slot::Chain(chain) => Some(shorten_lifetime::<Chain<'s, T>>(chain)),
+            _ => None,
+        }
+    }
+
+    /// Builds the pending chain, if the stream still has one (a stream no operator reads:
+    /// its operators run all the same, as they would unchained).
+    pub(crate) fn build_pending(&self, scope: Scope<'_, Epoch>) {
+        (self.force)(self, scope);
     }
 }
 
-/// Erases the scope lifetime of a stream.
+/// Builds the pending chain of `stream`, whose record type is `T`.
+fn force<'s, T: Clone + 'static>(stream: &ErasedStream, scope: Scope<'s, Epoch>) {
+    let pending = matches!(
+        stream.inner.borrow().downcast_ref::<Slot<'static, T>>(),
+        Some(Slot::Chain(_))
+    );
+    if pending {
+        let _ = stream.get::<T>(scope);
+    }
+}
+
+/// Erases the scope lifetime of a stream or chain.
 ///
 /// SAFETY argument: erased streams only live in the `BuildCtx` of one `worker.dataflow(..)`
 /// call and are dropped before that call returns, so no stream outlives its scope; a stream is
-/// recovered only through [`ErasedStream::get`], which hands it back with the scope's lifetime.
-/// Types that differ only in lifetimes have the same layout.
+/// recovered only through [`ErasedStream::get`] and [`ErasedStream::take_chain`], which hand
+/// it back with the scope's lifetime. Types that differ only in lifetimes have the same
+/// layout.
 #[allow(unsafe_code, clippy::unnecessary_cast)]
-fn extend_lifetime<'s, T: 'static>(stream: Flow<'s, T>) -> Flow<'static, T> {
-    let boxed = Box::new(stream);
+fn extend_lifetime<'s, X: Lifetimed<'s>>(value: X) -> X::Static {
+    let boxed = Box::new(value);
     // SAFETY: see the function comment; this is a lifetime-only pointer cast.
-    unsafe { *Box::from_raw(Box::into_raw(boxed) as *mut Flow<'static, T>) }
+    unsafe { *Box::from_raw(Box::into_raw(boxed) as *mut X::Static) }
 }
 
 #[allow(unsafe_code, clippy::unnecessary_cast)]
-fn shorten_lifetime<'s, T: 'static>(stream: Flow<'static, T>) -> Flow<'s, T> {
+fn shorten_lifetime<'s, X: Lifetimed<'s>>(value: X::Static) -> X {
     // Shortening a lifetime is always sound; the cast only helps the type checker, which
     // cannot see through the `'scope` parameter's invariance.
-    let boxed = Box::new(stream);
+    let boxed = Box::new(value);
     // SAFETY: lifetime-only pointer cast, from a longer to a shorter lifetime.
-    unsafe { *Box::from_raw(Box::into_raw(boxed) as *mut Flow<'s, T>) }
+    unsafe { *Box::from_raw(Box::into_raw(boxed) as *mut X) }
+}
+
+/// A type with a scope lifetime `'s`, and the same type at `'static`: implemented only for
+/// types whose `Static` differs from them in that lifetime alone, which is what makes the
+/// casts of [`extend_lifetime`] and [`shorten_lifetime`] layout-preserving.
+trait Lifetimed<'s> {
+    type Static: 'static;
+}
+
+impl<'s, T: 'static> Lifetimed<'s> for Flow<'s, T> {
+    type Static = Flow<'static, T>;
+}
+
+impl<'s, T: 'static> Lifetimed<'s> for Chain<'s, T> {
+    type Static = Chain<'static, T>;
+}
+
+impl<'s, T: 'static> Lifetimed<'s> for Slot<'s, T> {
+    type Static = Slot<'static, T>;
 }
 
 /// Builds a node's timely operators on one worker, from its input streams.
@@ -138,6 +228,28 @@ pub struct Node {
     /// For a source: the watermark strategy its readers apply per split, once set by
     /// `assign_timestamps_and_watermarks` (a `WatermarkStrategy<T>` behind `Any`).
     pub(crate) source_strategy: Option<StrategySlot>,
+    /// How the node may chain with its neighbours (Flink's `disableChaining` and
+    /// `startNewChain`).
+    pub chaining: Chaining,
+    /// Whether the node can run in the chain of its input (see [`crate::chain`]): forward
+    /// batch operators, timestamp assignment.
+    pub(crate) chain_in: bool,
+    /// Whether the node's consumer can run in its chain: forward batch operators.
+    pub(crate) chain_out: bool,
+}
+
+/// How an operator may chain with its neighbours, as set by
+/// [`DataStream::disable_chaining`](crate::DataStream::disable_chaining) and
+/// [`DataStream::start_new_chain`](crate::DataStream::start_new_chain).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Chaining {
+    /// Chained to its neighbours wherever Flink's rules allow.
+    #[default]
+    Default,
+    /// Chained to neither its input nor its consumer.
+    Disabled,
+    /// Not chained to its input; its consumer may chain to it.
+    NewChain,
 }
 
 /// Where a source node keeps its watermark strategy (see [`Node::source_strategy`]).
@@ -152,6 +264,7 @@ impl std::fmt::Debug for Node {
             .field("kind", &self.kind)
             .field("inputs", &self.inputs)
             .field("edge", &self.edge)
+            .field("chaining", &self.chaining)
             .finish()
     }
 }
@@ -161,6 +274,8 @@ impl std::fmt::Debug for Node {
 pub struct Plan {
     /// The nodes; a node's inputs always have smaller ids.
     pub nodes: Vec<Node>,
+    /// No operator is chained to another (Flink's `env.disableOperatorChaining()`).
+    pub chaining_disabled: bool,
 }
 
 impl Plan {
@@ -171,22 +286,60 @@ impl Plan {
         self.nodes.len() - 1
     }
 
-    /// A one-line-per-node description of the graph, for logs and `--explain`.
+    /// A one-line-per-node description of the graph, for logs and `--explain`: each node
+    /// with its inputs, its edge, its state id and its chain (the node that heads the chain
+    /// it runs in; a node not chained to its input heads its own).
     pub fn describe(&self) -> String {
         let ids = self.derived_ids();
+        let heads = self.chain_heads();
         let mut out = String::new();
         for (id, node) in self.nodes.iter().enumerate() {
             let inputs: Vec<String> = node.inputs.iter().map(|i| format!("#{i}")).collect();
             out.push_str(&format!(
-                "#{id} {:?} {} <- [{}] ({}) uid={}\n",
+                "#{id} {:?} {} <- [{}] ({}) uid={} chain=#{}\n",
                 node.kind,
                 node.name,
                 inputs.join(", "),
                 node.edge,
-                node.uid.as_deref().unwrap_or(&ids[id])
+                node.uid.as_deref().unwrap_or(&ids[id]),
+                heads[id]
             ));
         }
         out
+    }
+
+    /// For each node, the node that heads its chain: itself, unless it is chained to its
+    /// input, then its input's head (see [`crate::chain`]).
+    ///
+    /// Flink's rules, for the operators that chain here (forward batch operators, and timestamp
+    /// assignment after them): a node is
+    /// chained to its input when it has that one input, over a forward edge (same
+    /// parallelism: every operator runs on every worker), the input has no other consumer,
+    /// neither has chaining disabled, the node does not start a new chain, and the job has
+    /// not disabled chaining.
+    pub fn chain_heads(&self) -> Vec<NodeId> {
+        let mut consumers = vec![0usize; self.nodes.len()];
+        for node in &self.nodes {
+            for &i in &node.inputs {
+                consumers[i] += 1;
+            }
+        }
+        let mut heads: Vec<NodeId> = Vec::with_capacity(self.nodes.len());
+        for (id, node) in self.nodes.iter().enumerate() {
+            let chained = !self.chaining_disabled
+                && node.chain_in
+                && node.chaining == Chaining::Default
+                && node.edge == "forward"
+                && node.inputs.len() == 1
+                && {
+                    let input = &self.nodes[node.inputs[0]];
+                    input.chain_out
+                        && input.chaining != Chaining::Disabled
+                        && consumers[node.inputs[0]] == 1
+                };
+            heads.push(if chained { heads[node.inputs[0]] } else { id });
+        }
+        heads
     }
 
     /// The id that each node's state belongs to, by node: the uid the user set, or one derived

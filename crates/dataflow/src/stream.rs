@@ -6,17 +6,17 @@ use std::marker::PhantomData;
 use std::rc::Rc;
 use std::sync::Arc;
 
-use spate_types::{Data, Sink, SpateError};
+use spate_types::{Data, Sink};
 use timely::container::CapacityContainerBuilder;
-use timely::dataflow::channels::pact::{Exchange, Pipeline};
+use timely::dataflow::channels::pact::Exchange;
 use timely::dataflow::operators::vec::Broadcast;
 use timely::dataflow::operators::{Concatenate, Operator};
 
+use crate::chain::{Chain, Stage};
 use crate::connected::ConnectedStreams;
-use crate::execute::BuildCtx;
-use crate::function::guard;
+use crate::execute::{BuildCtx, SinkInput};
 use crate::keyed::KeyedStream;
-use crate::plan::{ErasedStream, Flow, Node, NodeId, NodeKind, Plan, TStream};
+use crate::plan::{Chaining, ErasedStream, Flow, Node, NodeId, NodeKind, Plan, TStream};
 use crate::time::Timestamp;
 
 /// A stream of records of type `T` in a job being described.
@@ -59,6 +59,9 @@ pub(crate) fn add_node(
         edge,
         builder,
         source_strategy: None,
+        chaining: Chaining::Default,
+        chain_in: false,
+        chain_out: false,
     })
 }
 
@@ -183,47 +186,49 @@ impl<T: Data> DataStream<T> {
             + 'static,
     ) -> DataStream<R> {
         let f = Arc::new(f);
-        self.unary_node(op, "forward", move |ctx, input, name| {
-            let f = Arc::clone(&f);
-            let shared = Arc::clone(ctx.shared());
-            let operator = name.to_owned();
-            let data = input
-                .data
-                .unary::<CapacityContainerBuilder<Vec<(Timestamp, R)>>, _, _, _>(
-                    Pipeline,
-                    name,
-                    move |_, _| {
-                        let mut out = Vec::new();
-                        let mut failed = false;
-                        move |input, output| {
-                            input.for_each(|cap, batch| {
-                                if failed {
-                                    batch.clear();
-                                    return;
-                                }
-                                match guard(&shared, &operator, || f(batch, &mut out)) {
-                                    Some(Ok(())) => {
-                                        if !out.is_empty() {
-                                            output.session(&cap).give_container(&mut out);
-                                            out.clear();
-                                        }
-                                    }
-                                    Some(Err(message)) => {
-                                        failed = true;
-                                        shared.fail(SpateError::function(&operator, message));
-                                    }
-                                    None => failed = true,
-                                }
-                                if failed {
-                                    out.clear();
-                                    batch.clear();
-                                }
-                            });
-                        }
-                    },
-                );
-            Flow { data, wm: input.wm }
-        })
+        let builder: crate::plan::Builder = Arc::new(move |ctx, inputs, name| {
+            let stage = Stage::new(Arc::clone(&f), Arc::clone(ctx.shared()), name);
+            let chain = match ctx.chained.then(|| inputs[0].take_chain::<T>(ctx.scope)) {
+                Some(Some(chain)) => chain.then(stage),
+                _ => Chain::head(inputs[0].get::<T>(ctx.scope), stage),
+            };
+            Some(ErasedStream::pending(chain))
+        });
+        let node = add_node(
+            &self.plan,
+            op,
+            NodeKind::Operator,
+            vec![self.node],
+            "forward",
+            builder,
+        );
+        {
+            let mut plan = self.plan.borrow_mut();
+            plan.nodes[node].chain_in = true;
+            plan.nodes[node].chain_out = true;
+        }
+        DataStream::from_node(Rc::clone(&self.plan), node)
+    }
+
+    /// Chains the operator that produces this stream to neither its input nor its consumers
+    /// (Flink's `disableChaining`): it runs as a timely operator of its own.
+    pub fn disable_chaining(self) -> Self {
+        self.set_chaining(Chaining::Disabled)
+    }
+
+    /// Starts a new chain at the operator that produces this stream (Flink's
+    /// `startNewChain`): it is not chained to its input, while its consumers may chain to it.
+    pub fn start_new_chain(self) -> Self {
+        self.set_chaining(Chaining::NewChain)
+    }
+
+    fn set_chaining(self, chaining: Chaining) -> Self {
+        {
+            let mut plan = self.plan.borrow_mut();
+            let op = operator_node(&plan, self.node);
+            plan.nodes[op].chaining = chaining;
+        }
+        self
     }
 
     /// Applies `f` to every record.
@@ -435,8 +440,12 @@ impl<T: Data> DataStream<T> {
     fn add_sink(&self, sink: Arc<dyn Sink<T>>, single: bool) -> SinkNode {
         let op = format!("sink:{}", sink.name());
         let builder: crate::plan::Builder = Arc::new(move |ctx, inputs, name| {
-            let input = inputs[0].get::<T>(ctx.scope);
-            ctx.add_sink(name, input.data, &sink, single);
+            let input = if single {
+                SinkInput::Single(inputs[0].get::<T>(ctx.scope).data)
+            } else {
+                SinkInput::Forward(crate::chain::chain_input(ctx, inputs[0]))
+            };
+            ctx.add_sink(name, input, &sink);
             None
         });
         let edge = if single { "global" } else { "forward" };
@@ -448,6 +457,7 @@ impl<T: Data> DataStream<T> {
             edge,
             builder,
         );
+        self.plan.borrow_mut().nodes[node].chain_in = true;
         SinkNode {
             plan: Rc::clone(&self.plan),
             node,
