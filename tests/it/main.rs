@@ -2,8 +2,8 @@
 //! single-threaded evaluation, flow control, and bad input end to end.
 
 mod bad_input;
-mod changelog;
 mod chaining;
+mod changelog;
 mod checkpoint_failures;
 mod checkpoints;
 mod dedup;

@@ -20,8 +20,8 @@ use spate_types::{SpateError, SpateResult};
 
 use timely::dataflow::{Scope, StreamVec};
 
-use crate::checkpoint::snapshot::sanitize;
 use crate::chain::Chain;
+use crate::checkpoint::snapshot::sanitize;
 use crate::execute::BuildCtx;
 use crate::time::{Timestamp, WmMsg};
 
