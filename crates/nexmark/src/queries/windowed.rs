@@ -111,6 +111,9 @@ pub fn q5(events: &DataStream<Event>) -> DataStream<HotItemRow> {
         .name("q5.auction")
         .key_by(|&auction| auction)
         .window(SlidingEventTimeWindows::of(HOT_SIZE, HOT_SLIDE))
+        // Counted per worker before the shuffle, as Flink's two-phase aggregation does with
+        // mini-batch on.
+        .local_global(true)
         .aggregate_with(Count, |&auction, w, count, out| {
             out.push(AuctionCount {
                 window_end: w.window.end,
@@ -288,6 +291,7 @@ pub fn q7(events: &DataStream<Event>) -> DataStream<PriceBidRow> {
         .name("q7.project");
     let tops = bids
         .window_all(TumblingEventTimeWindows::of(MAX_PRICE_SIZE))
+        .local_global(true)
         .aggregate_with(HighestPrice, |w, highest, out| {
             if let Some(price) = highest.price {
                 out.push(WindowTop {
