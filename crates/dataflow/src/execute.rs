@@ -596,6 +596,9 @@ impl<T> SinkState<T> {
                 }
             }
         }
+        for (_, mut records) in self.cuts.released() {
+            self.write(&mut records);
+        }
     }
 
     /// After the records of an activation: cuts, publishing, time-based rolling, the end.

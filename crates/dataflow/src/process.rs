@@ -638,7 +638,9 @@ where
                 move |(data, data_frontier), (wms, wm_frontier), output| {
                     // Records: each with its key's state, at the current watermark. With
                     // checkpoints, records at or after the next cut wait until it is taken.
-                    let cut = snap.as_ref().map(|_| boundary(next_c));
+                    // Once the job has finished, no cut comes any more: nothing waits for one.
+                    let open = snap.as_ref().filter(|h| !h.job_finished());
+                    let cut = open.map(|_| boundary(next_c));
                     data.for_each(|cap, one_batch| {
  let batches = std::iter::once(one_batch);
                         let Some(&epoch) = cap.least() else { return };
@@ -671,8 +673,20 @@ where
                             }
                         }
                     });
+                    if open.is_none() && !stash.is_empty() {
+                        stash.sort_by_key(|(c, _)| *c.time());
+                        for (cap, records) in std::mem::take(&mut stash) {
+                            inst.process(&*f, &key, records.into_iter());
+                            if !inst.out.is_empty() {
+                                emitted
+                                    .extend(inst.out.drain(..).map(|(t, o)| (t, Out::Record(o))));
+                                output.session(&cap).give_container(&mut emitted);
+                                emitted.clear();
+                            }
+                        }
+                    }
                     loop {
-                        let limit = snap.as_ref().map_or(Epoch::MAX, |_| boundary(next_c));
+                        let limit = open.map_or(Epoch::MAX, |_| boundary(next_c));
                         for (cap, msg) in gate.ready(data_frontier, limit) {
                             let Some(next) = tracker.update(&msg) else { continue };
                             if !next.idle && next.wm > inst.watermark {

@@ -57,9 +57,19 @@ impl SnapshotHandle {
         }
     }
 
-    /// Whether checkpoint `c` may be taken: this worker's sources have crossed its boundary.
+    /// Whether checkpoint `c` may be taken: this worker's sources have crossed its boundary,
+    /// and the job has not finished (no checkpoint is taken after the final one).
     pub(crate) fn may_snapshot(&self, c: u64) -> bool {
-        c <= self.shared.borrow().crossed
+        let s = self.shared.borrow();
+        c <= s.crossed && !s.job_finished
+    }
+
+    /// Whether the job's final checkpoint has completed everywhere: no cut comes any more, so
+    /// nothing is held back for one. (Workers leave their loops at slightly different epochs,
+    /// one maybe a boundary further than another: what it sends past that boundary must not
+    /// wait, on the other, for a cut that worker will never cross.)
+    pub(crate) fn job_finished(&self) -> bool {
+        self.shared.borrow().job_finished
     }
 
     /// Hands in this operator's snapshot for checkpoint `c`.
@@ -150,7 +160,8 @@ impl<H: AtEpoch, X> Cuts<H, X> {
 
     /// Whether a batch at `epoch` must wait for the next cut.
     pub(crate) fn holds(&self, epoch: crate::plan::Epoch) -> bool {
-        self.handle.is_some() && epoch >= crate::checkpoint::boundary(self.next_c)
+        self.handle.as_ref().is_some_and(|h| !h.job_finished())
+            && epoch >= crate::checkpoint::boundary(self.next_c)
     }
 
     /// Holds a batch until the next cut is taken.
@@ -187,6 +198,17 @@ impl<H: AtEpoch, X> Cuts<H, X> {
         now
     }
 
+    /// Once the job has finished (see [`SnapshotHandle::job_finished`]), every held batch, in
+    /// epoch order: no cut will release them.
+    pub(crate) fn released(&mut self) -> Vec<(H, X)> {
+        if !self.handle.as_ref().is_some_and(|h| h.job_finished()) {
+            return Vec::new();
+        }
+        let mut all = std::mem::take(&mut self.held);
+        all.sort_by_key(|(at, _)| at.epoch());
+        all
+    }
+
     /// The checkpoint the next cut is (local index, from 1).
     pub(crate) fn next(&self) -> u64 {
         self.next_c
@@ -195,5 +217,40 @@ impl<H: AtEpoch, X> Cuts<H, X> {
     /// The link to the worker's snapshots, if the job checkpoints.
     pub(crate) fn handle(&self) -> Option<&SnapshotHandle> {
         self.handle.as_ref()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checkpoint::boundary;
+
+    #[test]
+    fn once_the_job_has_finished_cuts_hold_nothing_and_release_what_they_held() {
+        let shared: SharedSnapshots = Rc::default();
+        let mut cuts: Cuts<crate::plan::Epoch, &str> =
+            Cuts::new(Some(SnapshotHandle::register(&shared, "op")));
+        // This worker crossed checkpoint 1 only; records of a worker a boundary further on
+        // arrive past checkpoint 2's boundary, and wait for that cut.
+        shared.borrow_mut().crossed = 1;
+        let past = boundary(2) + 3;
+        assert!(cuts.holds(past));
+        cuts.hold(past, "later");
+        cuts.hold(boundary(1), "first");
+        assert!(
+            cuts.released().is_empty(),
+            "the job still runs: cuts release"
+        );
+        assert!(cuts.handle().unwrap().may_snapshot(1));
+        // The final checkpoint has completed everywhere: no cut comes any more (this worker
+        // never crosses checkpoint 2), so nothing may wait for one.
+        shared.borrow_mut().job_finished = true;
+        assert!(!cuts.holds(past));
+        assert!(!cuts.handle().unwrap().may_snapshot(1));
+        assert_eq!(
+            cuts.released(),
+            vec![(boundary(1), "first"), (past, "later")]
+        );
+        assert!(cuts.released().is_empty());
     }
 }

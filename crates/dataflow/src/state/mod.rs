@@ -1333,6 +1333,12 @@ impl<T: Data> DataStream<T> {
                                         }
                                     }
                                 }
+                                for (cap, mut batch) in cuts.released() {
+                                    let mut results = apply(&mut f, &mut batch);
+                                    if !results.is_empty() {
+                                        output.session(&cap).give_container(&mut results);
+                                    }
+                                }
                             }
                         },
                     );
