@@ -19,7 +19,7 @@ use spate::prelude::*;
 
 use crate::checkpoints::{rows, Count, Flaky};
 
-type Rec = (u8, i64, i64); // (key, event time, value)
+use crate::windows::Rec;
 type Row = (u8, i64, i64, i64, u64); // key, start, end, sum, count
 
 /// Sum and count of the values, counting the elements it adds.
@@ -96,21 +96,7 @@ fn oracle_on_time(input: &[Rec], size: i64, slide: i64) -> Vec<Row> {
 
 /// Draws records whose timestamps go back at most `disorder` from the largest seen so far.
 fn stream(disorder: i64) -> impl Strategy<Value = Vec<Rec>> {
-    prop::collection::vec((0u8..6, 0i64..400, -50i64..50), 0..400).prop_map(move |steps| {
-        let mut max = 0i64;
-        steps
-            .into_iter()
-            .map(|(k, step, v)| {
-                let ts = if step % 4 == 0 {
-                    (max - step % (disorder + 1)).max(0)
-                } else {
-                    max + step / 8
-                };
-                max = max.max(ts);
-                (k, ts, v)
-            })
-            .collect()
-    })
+    crate::windows::records(disorder, 400)
 }
 
 fn with_time(env: &StreamEnv, input: Vec<Rec>, bound: i64) -> DataStream<Rec> {

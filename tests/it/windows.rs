@@ -16,11 +16,17 @@ use spate::dataflow::{
 };
 use spate::prelude::*;
 
-type Rec = (u8, i64, i64); // (key, event time, value)
+pub(crate) type Rec = (u8, i64, i64); // (key, event time, value)
 
 /// Draws records whose timestamps go back at most `disorder` from the largest seen so far.
 fn stream(disorder: i64) -> impl Strategy<Value = Vec<Rec>> {
-    prop::collection::vec((0u8..6, 0i64..400, -50i64..50), 0..300).prop_map(move |steps| {
+    records(disorder, 300)
+}
+
+/// Draws up to `max_len` records `(key < 6, timestamp, value)` whose timestamps go back at
+/// most `disorder` from the largest seen so far.
+pub(crate) fn records(disorder: i64, max_len: usize) -> impl Strategy<Value = Vec<Rec>> {
+    prop::collection::vec((0u8..6, 0i64..400, -50i64..50), 0..max_len).prop_map(move |steps| {
         let mut max = 0i64;
         steps
             .into_iter()
