@@ -11,10 +11,12 @@
 //!   other field is skipped without being built; the hand-written parser with
 //!   `Projection::NONE` (strings checked, left empty).
 //!
-//! Candidates: `serde_json` as the JSON-lines source decoded until now (`from_utf8`, then
-//! `from_str`), `serde_json::from_slice`, `sonic-rs`, and the decoder that the JSON-lines
-//! source now uses for every serde type (`spate_connectors::files::decode_json_line`);
-//! beside them the schema path (`RowDecoder`, rows of a declared schema with the same fields).
+//! Candidates: `serde_json` (`from_utf8`, then `from_str`), `serde_json::from_slice`,
+//! `sonic-rs`, and Spate's own deserializer (`spate_connectors::files::json`) as the line
+//! decoder (`general`: `decode_json_line`) and as the prefix decoder over the whole text
+//! (`general_prefix`: `decode_json_prefix`, what `JsonLinesSource::new` uses for every serde
+//! type); beside them the schema path (`RowDecoder`, rows of a declared schema with the same
+//! fields) and the hand-written parser over the whole text.
 
 use std::hint::black_box;
 
@@ -179,6 +181,25 @@ fn bench_target<T: DeserializeOwned>(c: &mut Criterion, name: &str, lines: &[&[u
     group.finish();
 }
 
+/// Spate's deserializer as the JSON-lines source's prefix decoder: one value after another
+/// from the whole text, without splitting it into lines first.
+fn bench_prefix<T: DeserializeOwned>(c: &mut Criterion, name: &str, whole: &[u8]) {
+    let mut group = c.benchmark_group(name);
+    group.throughput(Throughput::Elements(EVENTS as u64));
+    group.bench_function("general_prefix", |b| {
+        b.iter(|| {
+            let mut at = 0;
+            while at < whole.len() {
+                let (event, n) = spate_connectors::files::decode_json_prefix::<T>(&whole[at..])
+                    .expect("generated lines decode");
+                black_box(event);
+                at += n;
+            }
+        })
+    });
+    group.finish();
+}
+
 /// The schema path: rows of a declared schema.
 fn bench_rows(c: &mut Criterion, name: &str, lines: &[&[u8]], schema: &Schema) {
     let mut group = c.benchmark_group(name);
@@ -278,9 +299,11 @@ fn decode(c: &mut Criterion) {
         .collect();
     assert_eq!(lines.len(), EVENTS);
     bench_target::<JsonEvent>(c, "full", &lines);
+    bench_prefix::<JsonEvent>(c, "full", &text);
     bench_rows(c, "full", &lines, &full_schema());
     bench_hand(c, "full", &text, Projection::ALL);
     bench_target::<BidOnly>(c, "bid_projection", &lines);
+    bench_prefix::<BidOnly>(c, "bid_projection", &text);
     bench_rows(c, "bid_projection", &lines, &bid_schema());
     bench_hand(c, "bid_projection", &text, Projection::NONE);
 }

@@ -8,33 +8,29 @@
 //!
 //! # How
 //!
-//! Lines are parsed by `sonic-rs`, a SIMD JSON parser behind serde's traits (see
-//! BENCHMARKS.md, "General JSON decoding": on Nexmark lines it measured 1.0–1.95× (typically
-//! 1.2–1.5×) as fast as `serde_json`, and mostly ahead of `simd-json`, which must copy each
-//! line to parse it in place).
-//! Its SIMD paths are chosen at compile time; this workspace builds for the x86-64 baseline,
-//! where it uses its portable code and SSE2.
-//! A line it rejects is decoded again by `serde_json` ([`decode_reference`]), which then gives
-//! the reason of the rejection (with its column), or the record. So the two libraries can only
-//! differ on lines that `sonic-rs` accepts; on those the tests check that they agree, except
-//! for one, where `sonic-rs` is the one that is right:
+//! Lines are parsed by this module's own `serde` deserializer ([`de`]): general (the whole
+//! serde data model, as `serde_json` maps it), and measured faster than `serde_json` and
+//! `sonic-rs` on Nexmark lines (see BENCHMARKS.md, "General JSON decoding"). It accepts
+//! exactly the texts `serde_json::from_str` accepts, and gives the same values, with one
+//! difference, where it is the one that is right:
 //!
-//! * floats are correctly rounded; `serde_json`'s default parser is off by one unit in the
-//!   last place on rare inputs (such as `2.2250738585072011e-308`)
+//! * floats are correctly rounded (`str::parse::<f64>`); `serde_json`'s default parser is off
+//!   by one unit in the last place on rare inputs (such as `2.2250738585072011e-308`).
 //!
-//! and two cases where `sonic-rs` is not used, found in one pass over the line: a line that
-//! may nest deeper than 128 levels (more than 128 `[` and `{`: `sonic-rs` skips unknown
-//! values recursively, without a limit, so a deep enough line would overflow the stack;
-//! `serde_json` skips them without recursion and refuses to build a value deeper than 128
-//! levels), and a line that may hold a negative zero (`-0`, `-0.0`: `sonic-rs` drops its
-//! sign).
+//! A line it rejects is decoded again by `serde_json` ([`decode_reference`]), which gives the
+//! reason of the rejection in its wording (serde's for type errors), with its column; so the
+//! reasons of bad records are `serde_json`'s, and the second parse is paid by bad lines only.
 //!
 //! Both reject invalid UTF-8 anywhere in the line (also in skipped fields), control
 //! characters in strings, invalid escapes, trailing characters after the value, trailing
 //! commas, `NaN` and numbers out of a float's range; both accept lone surrogates (`\ud800`)
-//! in skipped strings and reject them in strings they decode. A key given twice is the
-//! type's business: serde's derived structs reject it (`duplicate field`), maps and
-//! [`Value`] keep the last one, and so does the schema path.
+//! in skipped strings and reject them in strings they decode; both refuse to build values
+//! nested deeper than 127 levels, and skip values of any depth (without recursion). A key
+//! given twice is the type's business: serde's derived structs reject it (`duplicate
+//! field`), maps and [`Value`] keep the last one, and so does the schema path.
+//!
+//! [`decode_json_prefix`] decodes the value at the start of a text that goes on past the
+//! line (the JSON-lines source's fast path: no search for the line end first).
 //!
 //! # The schema path
 //!
@@ -47,74 +43,50 @@
 //! integer (an integer is a float, though), and a timestamp is a
 //! `YYYY-MM-DD HH:MM:SS[.fff]` string or integer epoch milliseconds.
 
+pub mod de;
+
+#[cfg(test)]
+mod proptests;
+
 use std::fmt;
 use std::sync::Arc;
 
-use serde::de::{self, DeserializeOwned, DeserializeSeed, IgnoredAny, MapAccess, Visitor};
+use serde::de::{DeserializeOwned, DeserializeSeed, IgnoredAny, MapAccess, Visitor};
 use spate_types::{DataType, Row, Schema, Value};
 
-/// Decodes `line` into `T`: `sonic-rs` first, `serde_json` for a line it rejects or should
-/// not see ([`for_reference`]).
+pub use de::{from_slice, Deserializer, Error};
+
+/// Decodes `line` into `T` with [`de`]; a line it rejects goes to `serde_json` for the
+/// reason ([`decode_reference`]).
 pub(crate) fn decode<T: DeserializeOwned>(line: &[u8]) -> Result<T, String> {
-    if for_reference(line) {
-        return decode_reference(line);
-    }
-    match sonic_rs::from_slice(line) {
+    match de::from_slice(line) {
         Ok(record) => Ok(record),
         Err(_) => decode_reference(line),
     }
 }
 
-/// The most `[` and `{` a line may have for `sonic-rs`: `serde_json`'s limit on the nesting
-/// of values it builds (`sonic-rs` has none when it skips a value). Optimized, `sonic-rs`
-/// needs less than 64 KiB of stack for that; unoptimized (debug builds, tests) its frames are
-/// about a hundred times larger, so deeper lines go to `serde_json` there.
-const MAX_DEPTH: usize = if cfg!(debug_assertions) { 8 } else { 128 };
-
-/// Whether `line` must go to `serde_json` directly, in one pass over its bytes:
+/// Decodes one JSON value from the start of `text`, a line start, where the text goes on past
+/// the line's end: returns the value and the number of bytes consumed, up to and including
+/// the line's `\n`. `None` when the value does not end its line (only spaces, tabs or `\r`
+/// may follow it before the `\n`; a value that goes on past the `\n`, a line without `\n`
+/// in `text`, and a blank line are `None` too), or the line is not valid JSON of a `T`: the
+/// line then goes the line decoder's way ([`decode_json_line`](super::decode_json_line)),
+/// which says why. Whatever it returns, the line decoder returns for the same line.
 ///
-/// * it has more than [`MAX_DEPTH`] `[` and `{` (in strings too), so it may nest deeper than
-///   that (128 levels): `sonic-rs` skips unknown values recursively without a limit, so a deep enough line
-///   would overflow the stack; `serde_json` skips them without recursion (and refuses to
-///   build values deeper than that);
-/// * it may hold a negative zero (`-0`, `-0.0`, `-0e1`), whose sign `sonic-rs` drops.
+/// ```
+/// # use spate_connectors::files::json::decode_json_prefix;
+/// let text = b"{\"a\":1} \n{\"a\":2}\n";
+/// let (v, n): (serde_json::Value, usize) = decode_json_prefix(text).unwrap();
+/// assert_eq!((v["a"].as_i64(), n), (Some(1), 9));
+/// assert!(decode_json_prefix::<serde_json::Value>(b"{\"a\":\n1}\n").is_none());
+/// ```
 #[inline]
-fn for_reference(line: &[u8]) -> bool {
-    // `[` is 0x5b and `{` is 0x7b: one compare finds both. Counting in bytes over chunks of
-    // at most 255 lets the loop run 16 bytes at a time.
-    let openings: usize = line
-        .chunks(255)
-        .map(|chunk| {
-            let n = chunk
-                .iter()
-                .fold(0u8, |n, &b| n.wrapping_add(u8::from(b | 0x20 == b'{')));
-            usize::from(n)
-        })
-        .sum();
-    openings > MAX_DEPTH || memchr::memchr_iter(b'-', line).any(|at| negative_zero(&line[at + 1..]))
-}
-
-/// Whether the bytes after a `-` start a zero: `0`, then optionally `.` and zeros, not
-/// followed by another digit (`-0.5` is no zero, and `-01` or `-0` in a string such as a
-/// date are no JSON numbers, so the parser sees them as strings or rejects them).
-#[inline]
-fn negative_zero(after: &[u8]) -> bool {
-    let Some((b'0', rest)) = after.split_first() else {
-        return false;
-    };
-    let rest = match rest.split_first() {
-        Some((b'.', fraction)) => {
-            let zeros = fraction.iter().take_while(|&&b| b == b'0').count();
-            &fraction[zeros..]
-        }
-        _ => rest,
-    };
-    !matches!(rest.first(), Some(b'0'..=b'9'))
+pub fn decode_json_prefix<T: DeserializeOwned>(text: &[u8]) -> Option<(T, usize)> {
+    de::from_line_prefix(text)
 }
 
 /// Decodes `line` into `T` with `serde_json` alone: the reference that
-/// [`decode_json_line`](super::decode_json_line) falls back to, and what it decoded with
-/// before `sonic-rs`.
+/// [`decode_json_line`](super::decode_json_line) falls back to for the reason of a bad line.
 pub fn decode_reference<T: DeserializeOwned>(line: &[u8]) -> Result<T, String> {
     let text = std::str::from_utf8(line).map_err(|e| format!("invalid UTF-8: {e}"))?;
     serde_json::from_str(text).map_err(|e| json_reason(&e))
@@ -219,24 +191,16 @@ impl RowDecoder {
 
     /// Decodes one line (without its line end) into a row, or says in one line why not.
     pub fn decode(&self, line: &[u8]) -> Result<Row, String> {
-        // SIMD where the CPU has it; the standard library says where a line is not UTF-8.
-        let text = match simdutf8::basic::from_utf8(line) {
-            Ok(text) => text,
-            Err(_) => {
-                let err = std::str::from_utf8(line).expect_err("simdutf8 found invalid UTF-8");
-                return Err(format!("invalid UTF-8: {err}"));
-            }
-        };
-        if for_reference(line) {
-            return self.decode_reference(text);
-        }
-        let mut de = sonic_rs::Deserializer::from_str(text);
+        let mut de = de::Deserializer::new(line);
         let fast = RowSeed(&self.root)
             .deserialize(&mut de)
             .and_then(|values| de.end().map(|()| values));
         match fast {
             Ok(values) => Ok(Row(values)),
-            Err(_) => self.decode_reference(text),
+            Err(_) => match std::str::from_utf8(line) {
+                Ok(text) => self.decode_reference(text),
+                Err(e) => Err(format!("invalid UTF-8: {e}")),
+            },
         }
     }
 
@@ -256,7 +220,7 @@ struct RowSeed<'a>(&'a Prepared);
 
 impl<'de> DeserializeSeed<'de> for RowSeed<'_> {
     type Value = Vec<Value>;
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Vec<Value>, D::Error> {
+    fn deserialize<D: serde::de::Deserializer<'de>>(self, d: D) -> Result<Vec<Value>, D::Error> {
         d.deserialize_map(RowVisitor(self.0))
     }
 }
@@ -285,7 +249,7 @@ impl<'de> Visitor<'de> for RowVisitor<'_> {
         // here is a missing field.
         for (field, value) in fields.iter().zip(&values) {
             if !field.nullable && value.is_null() {
-                return Err(de::Error::custom(format_args!(
+                return Err(serde::de::Error::custom(format_args!(
                     "missing field `{}`",
                     field.path
                 )));
@@ -300,7 +264,7 @@ struct KeySeed<'a>(&'a Prepared);
 
 impl<'de> DeserializeSeed<'de> for KeySeed<'_> {
     type Value = Option<usize>;
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Option<usize>, D::Error> {
+    fn deserialize<D: serde::de::Deserializer<'de>>(self, d: D) -> Result<Option<usize>, D::Error> {
         d.deserialize_identifier(self)
     }
 }
@@ -312,7 +276,7 @@ impl<'de> Visitor<'de> for KeySeed<'_> {
         f.write_str("a field name")
     }
 
-    fn visit_str<E: de::Error>(self, key: &str) -> Result<Option<usize>, E> {
+    fn visit_str<E: serde::de::Error>(self, key: &str) -> Result<Option<usize>, E> {
         Ok(self.0.index_of(key))
     }
 }
@@ -322,13 +286,13 @@ struct FieldSeed<'a>(&'a PreparedField);
 
 impl<'de> DeserializeSeed<'de> for FieldSeed<'_> {
     type Value = Value;
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+    fn deserialize<D: serde::de::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
         d.deserialize_any(self)
     }
 }
 
 impl FieldSeed<'_> {
-    fn wrong<E: de::Error>(&self, found: &str) -> E {
+    fn wrong<E: serde::de::Error>(&self, found: &str) -> E {
         let expected = match self.0.kind {
             Kind::Bool => "a boolean",
             Kind::Int64 => "an integer",
@@ -343,7 +307,7 @@ impl FieldSeed<'_> {
         ))
     }
 
-    fn int<E: de::Error>(&self, v: i64) -> Result<Value, E> {
+    fn int<E: serde::de::Error>(&self, v: i64) -> Result<Value, E> {
         match self.0.kind {
             Kind::Int64 | Kind::Timestamp => Ok(Value::Int(v)),
             Kind::Float64 => Ok(Value::Float(v as f64)),
@@ -359,7 +323,7 @@ impl<'de> Visitor<'de> for FieldSeed<'_> {
         write!(f, "the value of field `{}`", self.0.path)
     }
 
-    fn visit_unit<E: de::Error>(self) -> Result<Value, E> {
+    fn visit_unit<E: serde::de::Error>(self) -> Result<Value, E> {
         if self.0.nullable {
             Ok(Value::Null)
         } else {
@@ -370,22 +334,22 @@ impl<'de> Visitor<'de> for FieldSeed<'_> {
         }
     }
 
-    fn visit_none<E: de::Error>(self) -> Result<Value, E> {
+    fn visit_none<E: serde::de::Error>(self) -> Result<Value, E> {
         self.visit_unit()
     }
 
-    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Value, E> {
+    fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<Value, E> {
         match self.0.kind {
             Kind::Bool => Ok(Value::Bool(v)),
             _ => Err(self.wrong("a boolean")),
         }
     }
 
-    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Value, E> {
+    fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Value, E> {
         self.int(v)
     }
 
-    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Value, E> {
+    fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Value, E> {
         match (i64::try_from(v), &self.0.kind) {
             (Ok(v), _) => self.int(v),
             (Err(_), Kind::Float64) => Ok(Value::Float(v as f64)),
@@ -397,14 +361,14 @@ impl<'de> Visitor<'de> for FieldSeed<'_> {
         }
     }
 
-    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Value, E> {
+    fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Value, E> {
         match self.0.kind {
             Kind::Float64 => Ok(Value::Float(v)),
             _ => Err(self.wrong("a float")),
         }
     }
 
-    fn visit_str<E: de::Error>(self, v: &str) -> Result<Value, E> {
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Value, E> {
         match self.0.kind {
             Kind::String => Ok(Value::Str(v.to_owned())),
             Kind::Timestamp => parse_timestamp_ms(v).map(Value::Int).ok_or_else(|| {
@@ -417,14 +381,14 @@ impl<'de> Visitor<'de> for FieldSeed<'_> {
         }
     }
 
-    fn visit_string<E: de::Error>(self, v: String) -> Result<Value, E> {
+    fn visit_string<E: serde::de::Error>(self, v: String) -> Result<Value, E> {
         match self.0.kind {
             Kind::String => Ok(Value::Str(v)),
             _ => self.visit_str(&v),
         }
     }
 
-    fn visit_seq<A: de::SeqAccess<'de>>(self, _seq: A) -> Result<Value, A::Error> {
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, _seq: A) -> Result<Value, A::Error> {
         Err(self.wrong("an array"))
     }
 
@@ -595,34 +559,38 @@ mod tests {
         decode(line).ok()
     }
 
+    /// The deserializer alone, without the fallback to `serde_json`.
+    fn fast<T: DeserializeOwned>(line: &[u8]) -> Result<T, String> {
+        de::from_slice(line).map_err(|e| e.to_string())
+    }
+
     #[test]
-    fn sonic_and_serde_json_accept_the_same_edge_cases() {
+    fn the_deserializer_and_serde_json_agree_on_edge_cases() {
         for &line in EDGE_CASES {
             let shown = String::from_utf8_lossy(line);
             assert_eq!(
-                outcome::<R>(decode, line),
+                outcome::<R>(fast, line),
                 outcome::<R>(decode_reference, line),
                 "{shown}"
             );
             assert_eq!(
-                outcome::<serde_json::Value>(decode, line),
+                outcome::<serde_json::Value>(fast, line),
                 outcome::<serde_json::Value>(decode_reference, line),
                 "{shown}"
             );
             assert_eq!(
-                outcome::<Value>(decode, line),
+                outcome::<Value>(fast, line),
                 outcome::<Value>(decode_reference, line),
                 "{shown}"
             );
-            // sonic-rs alone, without the fallback: it must not accept what serde_json
-            // refuses.
-            let sonic: Result<IgnoredAny, _> = sonic_rs::from_slice(line);
-            let reference: Result<IgnoredAny, _> = decode_reference(line);
-            assert_eq!(sonic.is_ok(), reference.is_ok(), "{shown}");
-            let sonic: Result<R, _> = sonic_rs::from_slice(line);
             assert_eq!(
-                sonic.is_ok(),
-                decode_reference::<R>(line).is_ok(),
+                fast::<IgnoredAny>(line).is_ok(),
+                decode_reference::<IgnoredAny>(line).is_ok(),
+                "{shown}"
+            );
+            assert_eq!(
+                outcome::<R>(decode, line),
+                outcome::<R>(decode_reference, line),
                 "{shown}"
             );
         }
@@ -638,26 +606,46 @@ mod tests {
     }
 
     #[test]
-    fn negative_zeros_and_deep_lines_go_to_serde_json() {
+    fn negative_zeros_keep_their_sign() {
         for line in [&br#"{"f":-0}"#[..], br#"{"f":-0.0}"#, br#"{"f":-0.000e5}"#] {
-            let f = decode::<R>(line).unwrap().f.unwrap();
+            let f = fast::<R>(line).unwrap().f.unwrap();
             assert_eq!(f.to_bits(), (-0.0f64).to_bits());
-            let v = decode::<Value>(line).unwrap();
+            let v = fast::<Value>(line).unwrap();
             assert_eq!(v.get("f"), Some(&Value::Float(-0.0)));
+            let v = fast::<serde_json::Value>(line).unwrap();
+            assert_eq!(v, decode_reference::<serde_json::Value>(line).unwrap());
+            assert!(v["f"].is_f64());
         }
-        assert!(!for_reference(
-            br#"{"f":-0.5,"d":"2024-01-01 00:00:00.000","g":-10}"#
-        ));
-        assert!(for_reference(br#"{"f":[-0]}"#));
-        // A skipped field nested far too deep for sonic-rs's recursion: serde_json skips it
-        // (without recursion) instead of a stack overflow; a value built that deep is
-        // refused past 128 levels, as serde_json always did.
+    }
+
+    #[test]
+    fn skipped_values_nest_freely_built_ones_127_levels() {
+        // A skipped field nested far deeper than any stack would take recursion: skipped
+        // without recursion (as serde_json does); a value built that deep is refused past
+        // 127 levels, serde_json's recursion limit, with an error, not a stack overflow.
         let nested = |depth: usize| format!("{{\"z\":{}{}}}", "[".repeat(depth), "]".repeat(depth));
-        assert!(decode::<R>(nested(100_000).as_bytes()).is_ok());
-        assert!(decode::<Value>(nested(100_000).as_bytes()).is_err());
-        assert!(decode::<Value>(nested(126).as_bytes()).is_ok());
+        let deep = nested(100_000);
+        assert!(fast::<R>(deep.as_bytes()).is_ok());
+        assert!(fast::<IgnoredAny>(deep.as_bytes()).is_ok());
+        assert!(decode_reference::<R>(deep.as_bytes()).is_ok());
+        let err = fast::<Value>(deep.as_bytes()).unwrap_err();
+        assert!(err.starts_with("recursion limit exceeded"), "{err}");
+        assert!(fast::<serde_json::Value>(deep.as_bytes()).is_err());
+        for depth in [125, 126, 127, 128] {
+            let line = nested(depth);
+            assert_eq!(
+                fast::<serde_json::Value>(line.as_bytes()).is_ok(),
+                decode_reference::<serde_json::Value>(line.as_bytes()).is_ok(),
+                "{depth}"
+            );
+        }
+        assert!(fast::<Value>(nested(126).as_bytes()).is_ok());
+        assert!(fast::<Value>(nested(127).as_bytes()).is_err());
+        // Mismatched brackets in a skipped value.
+        assert!(fast::<R>(br#"{"z":[[1}]}"#).is_err());
+        assert!(fast::<R>(br#"{"z":{"a":[}]}"#).is_err());
         let decoder = RowDecoder::new(&Schema::new(vec![Field::new("a", DataType::Int64)]));
-        assert!(decoder.decode(nested(100_000).as_bytes()).is_ok());
+        assert!(decoder.decode(deep.as_bytes()).is_ok());
         assert!(decoder.decode(br#"{"a":[[[[[1]]]]]}"#).is_err());
     }
 
