@@ -649,6 +649,266 @@ mod tests {
         assert!(decoder.decode(br#"{"a":[[[[[1]]]]]}"#).is_err());
     }
 
+    #[derive(Debug, serde::Deserialize, PartialEq)]
+    struct Bid {
+        auction: u64,
+        bidder: i64,
+        price: f64,
+        channel: String,
+        tags: Vec<String>,
+        kind: Option<Kind>,
+        #[serde(default)]
+        extra: String,
+    }
+
+    #[derive(Debug, serde::Deserialize, PartialEq)]
+    enum Kind {
+        Plain,
+        Rated(u8),
+        Named { name: String },
+    }
+
+    /// The issue's test: the same records with fields reordered, extra whitespace and extra
+    /// unknown fields decode identically, by both decoders and into a declared schema.
+    #[test]
+    fn reordered_fields_whitespace_and_unknown_fields_decode_identically() {
+        let plain = br#"{"auction":7,"bidder":-3,"price":1.5,"channel":"Google","tags":["a","b"],"kind":{"Rated":4},"extra":"x"}"#;
+        let shuffled = b"  {\t\"kind\" : { \"Rated\" :4 } ,\"zz\":{\"deep\":[1,[2,{\"q\":\"\\\"}\"}]]},\r\n \"tags\":[ \"a\" , \"b\" ], \"price\" :1.5e0,\"unknown\":null, \"channel\":\"Goo\\u0067le\",\"bidder\" : -3,\"auction\":7 , \"extra\":\"x\", \"more\":[true,false,-0.0e-1]}  ";
+        let expected = Bid {
+            auction: 7,
+            bidder: -3,
+            price: 1.5,
+            channel: "Google".into(),
+            tags: vec!["a".into(), "b".into()],
+            kind: Some(Kind::Rated(4)),
+            extra: "x".into(),
+        };
+        for line in [&plain[..], &shuffled[..]] {
+            assert_eq!(decode::<Bid>(line).unwrap(), expected);
+            assert_eq!(fast::<Bid>(line).unwrap(), expected);
+            assert_eq!(decode_reference::<Bid>(line).unwrap(), expected);
+            let mut text = line.to_vec();
+            text.extend_from_slice(b"\n{\"next\":1}\n");
+            if line.contains(&b'\n') {
+                // A value that goes on past its line is not the prefix path's.
+                assert!(decode_json_prefix::<Bid>(&text).is_none());
+                let one_line: Vec<u8> = line.iter().map(|&b| if b == b'\n' { b' ' } else { b }).collect();
+                text = one_line;
+                text.extend_from_slice(b"\n{\"next\":1}\n");
+            }
+            let (bid, n) = decode_json_prefix::<Bid>(&text).unwrap();
+            assert_eq!((bid, n), (expected_again(), line.len() + 1));
+        }
+        // A projection: a type with fewer fields.
+        #[derive(Debug, serde::Deserialize, PartialEq)]
+        struct Projected {
+            price: f64,
+            auction: u64,
+        }
+        for line in [&plain[..], &shuffled[..]] {
+            assert_eq!(
+                fast::<Projected>(line).unwrap(),
+                Projected {
+                    price: 1.5,
+                    auction: 7
+                }
+            );
+        }
+        let decoder = RowDecoder::new(&Schema::new(vec![
+            Field::not_null("auction", DataType::Int64),
+            Field::new("channel", DataType::String),
+            Field::new("price", DataType::Float64),
+        ]));
+        let row = Row(vec![
+            Value::Int(7),
+            Value::Str("Google".into()),
+            Value::Float(1.5),
+        ]);
+        assert_eq!(decoder.decode(plain).unwrap(), row);
+        assert_eq!(decoder.decode(shuffled).unwrap(), row);
+        // A unit and a struct variant, `#[serde(default)]` missing.
+        let line = br#"{"kind":"Plain","tags":[],"channel":"","price":0,"bidder":0,"auction":0}"#;
+        assert_eq!(fast::<Bid>(line).unwrap().kind, Some(Kind::Plain));
+        assert_eq!(fast::<Bid>(line).unwrap().extra, "");
+        let line = br#"{"kind":{"Named":{"name":"n"}},"tags":[],"channel":"","price":0,"bidder":0,"auction":0}"#;
+        assert_eq!(
+            fast::<Bid>(line).unwrap().kind,
+            Some(Kind::Named { name: "n".into() })
+        );
+    }
+
+    fn expected_again() -> Bid {
+        Bid {
+            auction: 7,
+            bidder: -3,
+            price: 1.5,
+            channel: "Google".into(),
+            tags: vec!["a".into(), "b".into()],
+            kind: Some(Kind::Rated(4)),
+            extra: "x".into(),
+        }
+    }
+
+    #[test]
+    fn escapes_decode_as_serde_json_does() {
+        let cases: &[&[u8]] = &[
+            br#""\"\\\/\b\f\n\r\t""#,
+            br#""\u0041\u00e9\u65e5\uD83D\uDE00\ud83d\ude00""#,
+            "\"é日本😀 plain\"".as_bytes(),
+            br#""x\u0000y""#,
+            br#""\ud800""#,
+            br#""\udc00""#,
+            br#""\ud83d\u0041""#,
+            br#""\ud83dx""#,
+            br#""\ud83d\n""#,
+            br#""\u12""#,
+            br#""\u12G4""#,
+            br#""\x""#,
+            b"\"a\tb\"",
+            b"\"\xe9\"",
+            b"\"\xed\xa0\x80\"",
+            br#""a"#,
+            br#""a\"#,
+        ];
+        for &text in cases {
+            let shown = String::from_utf8_lossy(text);
+            let ours = fast::<String>(text).ok();
+            let reference = decode_reference::<String>(text).ok();
+            assert_eq!(ours, reference, "{shown}");
+            // Skipped, lone surrogates are fine (as in serde_json); the rest is the same.
+            assert_eq!(
+                fast::<IgnoredAny>(text).is_ok(),
+                decode_reference::<IgnoredAny>(text).is_ok(),
+                "{shown}"
+            );
+        }
+        assert_eq!(
+            fast::<String>(br#""\ud83d\ude00\t""#).unwrap(),
+            "\u{1f600}\t"
+        );
+        assert!(fast::<IgnoredAny>(br#""\ud800""#).is_ok());
+        // Byte strings take lone surrogates as WTF-8, as serde_json's do.
+        let bytes: serde_bytes_like::Bytes = de::from_slice(br#""a\ud801""#).unwrap();
+        assert_eq!(bytes.0, b"a\xed\xa0\x81");
+    }
+
+    /// A byte buffer deserialized with `deserialize_byte_buf`.
+    mod serde_bytes_like {
+        pub struct Bytes(pub Vec<u8>);
+        impl<'de> serde::Deserialize<'de> for Bytes {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                struct V;
+                impl serde::de::Visitor<'_> for V {
+                    type Value = Bytes;
+                    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                        f.write_str("bytes")
+                    }
+                    fn visit_bytes<E>(self, v: &[u8]) -> Result<Bytes, E> {
+                        Ok(Bytes(v.to_vec()))
+                    }
+                }
+                d.deserialize_byte_buf(V)
+            }
+        }
+    }
+
+    #[test]
+    fn strings_without_escapes_are_borrowed() {
+        #[derive(serde::Deserialize)]
+        struct B<'a> {
+            #[serde(borrow)]
+            plain: std::borrow::Cow<'a, str>,
+            #[serde(borrow)]
+            escaped: std::borrow::Cow<'a, str>,
+            s: &'a str,
+        }
+        let line = br#"{"plain":"abc","escaped":"a\nc","s":"x"}"#;
+        let b: B = de::from_slice(line).unwrap();
+        assert!(matches!(b.plain, std::borrow::Cow::Borrowed("abc")));
+        assert!(matches!(b.escaped, std::borrow::Cow::Owned(ref s) if s == "a\nc"));
+        assert_eq!(b.s, "x");
+        // A `&str` cannot take an escaped string: an error, as in serde_json.
+        assert!(de::from_slice::<B>(br#"{"plain":"","escaped":"","s":"\n"}"#).is_err());
+    }
+
+    #[test]
+    fn duplicate_fields_are_the_types_business() {
+        let line = br#"{"n":1,"a":"x","n":2}"#;
+        assert_eq!(fast::<R>(line).unwrap_err(), "duplicate field `n` at column 19");
+        assert_eq!(
+            decode::<R>(line).unwrap_err(),
+            decode_reference::<R>(line).unwrap_err()
+        );
+        let v = fast::<serde_json::Value>(line).unwrap();
+        assert_eq!(v, decode_reference::<serde_json::Value>(line).unwrap());
+        assert_eq!(v["n"], 2);
+    }
+
+    #[test]
+    fn numbers_at_the_edges() {
+        let v = fast::<serde_json::Value>(
+            br#"[0,-0,18446744073709551615,18446744073709551616,-9223372036854775808,-9223372036854775809,1e2,-1.5E-3]"#,
+        )
+        .unwrap();
+        assert!(v[0].is_u64() && v[1].is_f64() && v[2].is_u64() && v[3].is_f64());
+        assert!(v[4].is_i64() && v[5].is_f64() && v[6].is_f64());
+        assert_eq!(v[2].as_u64(), Some(u64::MAX));
+        assert_eq!(v[4].as_i64(), Some(i64::MIN));
+        assert_eq!(fast::<i128>(b"-170141183460469231731687303715884105728").unwrap(), i128::MIN);
+        assert_eq!(fast::<u128>(b"340282366920938463463374607431768211455").unwrap(), u128::MAX);
+        assert!(fast::<u128>(b"340282366920938463463374607431768211456").is_err());
+        assert!(fast::<u128>(b"-1").is_err());
+        assert!(fast::<i128>(b"1.5").is_err());
+        assert!(fast::<u8>(b"256").is_err());
+        assert!(fast::<i64>(b"1.0").is_err());
+        assert_eq!(fast::<f64>(b"1").unwrap(), 1.0);
+        assert!(fast::<f64>(b"1e400").is_err());
+        assert_eq!(fast::<f64>(b"1e-400").unwrap(), 0.0);
+        for bad in [&b"01"[..], b"-", b"1.", b".5", b"+1", b"1e", b"1e+", b"NaN", b"--1"] {
+            assert!(fast::<serde_json::Value>(bad).is_err(), "{bad:?}");
+            assert!(fast::<IgnoredAny>(bad).is_err(), "{bad:?}");
+        }
+        // Map keys that are numbers, in quotes, as serde_json reads them.
+        let m: std::collections::BTreeMap<i64, bool> =
+            de::from_slice(br#"{"-1":true,"2":false}"#).unwrap();
+        assert_eq!(m.into_iter().collect::<Vec<_>>(), vec![(-1, true), (2, false)]);
+        assert!(de::from_slice::<std::collections::BTreeMap<i64, bool>>(br#"{"x":true}"#).is_err());
+    }
+
+    #[test]
+    fn prefixes_end_at_their_line_end() {
+        let text = b"{\"n\":1} \t\r\n{\"n\":2}\n";
+        let (r, n) = decode_json_prefix::<R>(text).unwrap();
+        assert_eq!((r.n, n), (Some(1), 11));
+        let (r, n) = decode_json_prefix::<R>(&text[n..]).unwrap();
+        assert_eq!((r.n, n), (Some(2), 8));
+        for text in [
+            // The value ends before the line does.
+            &b"{\"n\":1} x\n{\"n\":2}\n"[..],
+            b"{\"n\":1}{\"n\":2}\n",
+            // It goes on past the line end.
+            b"{\"n\":\n1}\n",
+            b"{\"n\":1\n}\n",
+            b"{\"a\":\"x\ny\"}\n",
+            b"\n{\"n\":1}\n",
+            // No line end at all, or a blank line, or no valid record.
+            b"{\"n\":1}",
+            b"   \n",
+            b"{\"n\":\"1\"}\n",
+            b"{\"n\":1,\"n\":2}\n",
+            b"{\"a\":\"\xff\"}\n",
+        ] {
+            assert!(
+                decode_json_prefix::<R>(text).is_none(),
+                "{}",
+                String::from_utf8_lossy(text)
+            );
+        }
+        // Scalars and arrays are values too.
+        assert_eq!(decode_json_prefix::<u32>(b"42\n7\n"), Some((42, 3)));
+        assert_eq!(decode_json_prefix::<Vec<u8>>(b"[1, 2]\n"), Some((vec![1, 2], 7)));
+    }
+
     #[test]
     fn reasons_come_from_serde_json() {
         let err = decode::<R>(br#"{"n":"x"}"#).unwrap_err();
