@@ -692,7 +692,10 @@ mod tests {
             if line.contains(&b'\n') {
                 // A value that goes on past its line is not the prefix path's.
                 assert!(decode_json_prefix::<Bid>(&text).is_none());
-                let one_line: Vec<u8> = line.iter().map(|&b| if b == b'\n' { b' ' } else { b }).collect();
+                let one_line: Vec<u8> = line
+                    .iter()
+                    .map(|&b| if b == b'\n' { b' ' } else { b })
+                    .collect();
                 text = one_line;
                 text.extend_from_slice(b"\n{\"next\":1}\n");
             }
@@ -834,7 +837,10 @@ mod tests {
     #[test]
     fn duplicate_fields_are_the_types_business() {
         let line = br#"{"n":1,"a":"x","n":2}"#;
-        assert_eq!(fast::<R>(line).unwrap_err(), "duplicate field `n` at column 19");
+        assert_eq!(
+            fast::<R>(line).unwrap_err(),
+            "duplicate field `n` at column 19"
+        );
         assert_eq!(
             decode::<R>(line).unwrap_err(),
             decode_reference::<R>(line).unwrap_err()
@@ -854,8 +860,14 @@ mod tests {
         assert!(v[4].is_i64() && v[5].is_f64() && v[6].is_f64());
         assert_eq!(v[2].as_u64(), Some(u64::MAX));
         assert_eq!(v[4].as_i64(), Some(i64::MIN));
-        assert_eq!(fast::<i128>(b"-170141183460469231731687303715884105728").unwrap(), i128::MIN);
-        assert_eq!(fast::<u128>(b"340282366920938463463374607431768211455").unwrap(), u128::MAX);
+        assert_eq!(
+            fast::<i128>(b"-170141183460469231731687303715884105728").unwrap(),
+            i128::MIN
+        );
+        assert_eq!(
+            fast::<u128>(b"340282366920938463463374607431768211455").unwrap(),
+            u128::MAX
+        );
         assert!(fast::<u128>(b"340282366920938463463374607431768211456").is_err());
         assert!(fast::<u128>(b"-1").is_err());
         assert!(fast::<i128>(b"1.5").is_err());
@@ -864,14 +876,27 @@ mod tests {
         assert_eq!(fast::<f64>(b"1").unwrap(), 1.0);
         assert!(fast::<f64>(b"1e400").is_err());
         assert_eq!(fast::<f64>(b"1e-400").unwrap(), 0.0);
-        for bad in [&b"01"[..], b"-", b"1.", b".5", b"+1", b"1e", b"1e+", b"NaN", b"--1"] {
+        for bad in [
+            &b"01"[..],
+            b"-",
+            b"1.",
+            b".5",
+            b"+1",
+            b"1e",
+            b"1e+",
+            b"NaN",
+            b"--1",
+        ] {
             assert!(fast::<serde_json::Value>(bad).is_err(), "{bad:?}");
             assert!(fast::<IgnoredAny>(bad).is_err(), "{bad:?}");
         }
         // Map keys that are numbers, in quotes, as serde_json reads them.
         let m: std::collections::BTreeMap<i64, bool> =
             de::from_slice(br#"{"-1":true,"2":false}"#).unwrap();
-        assert_eq!(m.into_iter().collect::<Vec<_>>(), vec![(-1, true), (2, false)]);
+        assert_eq!(
+            m.into_iter().collect::<Vec<_>>(),
+            vec![(-1, true), (2, false)]
+        );
         assert!(de::from_slice::<std::collections::BTreeMap<i64, bool>>(br#"{"x":true}"#).is_err());
     }
 
@@ -906,7 +931,10 @@ mod tests {
         }
         // Scalars and arrays are values too.
         assert_eq!(decode_json_prefix::<u32>(b"42\n7\n"), Some((42, 3)));
-        assert_eq!(decode_json_prefix::<Vec<u8>>(b"[1, 2]\n"), Some((vec![1, 2], 7)));
+        assert_eq!(
+            decode_json_prefix::<Vec<u8>>(b"[1, 2]\n"),
+            Some((vec![1, 2], 7))
+        );
     }
 
     #[test]

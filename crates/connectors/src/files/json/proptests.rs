@@ -58,11 +58,33 @@ fn ws() -> impl Strategy<Value = &'static str> {
 fn number() -> impl Strategy<Value = String> {
     prop_oneof![
         prop::sample::select(vec![
-            "0", "-0", "-0.0", "0.0", "1", "-1", "9223372036854775807", "9223372036854775808",
-            "-9223372036854775808", "-9223372036854775809", "18446744073709551615",
-            "18446744073709551616", "123456789012345678901234567890", "1e2", "1E+2", "1e-2",
-            "-1.5e-3", "2.2250738585072011e-308", "1.7976931348623157e308", "1e309", "1e-400",
-            "4.9e-324", "0.1", "3.141592653589793", "1e0", "-0e0", "100000000000000000000.5",
+            "0",
+            "-0",
+            "-0.0",
+            "0.0",
+            "1",
+            "-1",
+            "9223372036854775807",
+            "9223372036854775808",
+            "-9223372036854775808",
+            "-9223372036854775809",
+            "18446744073709551615",
+            "18446744073709551616",
+            "123456789012345678901234567890",
+            "1e2",
+            "1E+2",
+            "1e-2",
+            "-1.5e-3",
+            "2.2250738585072011e-308",
+            "1.7976931348623157e308",
+            "1e309",
+            "1e-400",
+            "4.9e-324",
+            "0.1",
+            "3.141592653589793",
+            "1e0",
+            "-0e0",
+            "100000000000000000000.5",
         ])
         .prop_map(String::from),
         any::<i64>().prop_map(|n| n.to_string()),
@@ -81,9 +103,39 @@ fn number() -> impl Strategy<Value = String> {
 /// Strings with escapes, unicode and lone surrogates.
 fn string() -> impl Strategy<Value = String> {
     let piece = prop::sample::select(vec![
-        "a", "b", "xyz", "n", "s", " ", "é", "日本", "😀", "\\\"", "\\\\", "\\/", "\\n", "\\t",
-        "\\b", "\\f", "\\r", "\\u0041", "\\u00e9", "\\u65e5", "\\ud83d\\ude00", "\\uD83D\\uDE00",
-        "\\ud800", "\\udc00", "\\ud83d\\u0041", "\\u0000", "0", "-", "{", "[", "]", ":", ",",
+        "a",
+        "b",
+        "xyz",
+        "n",
+        "s",
+        " ",
+        "é",
+        "日本",
+        "😀",
+        "\\\"",
+        "\\\\",
+        "\\/",
+        "\\n",
+        "\\t",
+        "\\b",
+        "\\f",
+        "\\r",
+        "\\u0041",
+        "\\u00e9",
+        "\\u65e5",
+        "\\ud83d\\ude00",
+        "\\uD83D\\uDE00",
+        "\\ud800",
+        "\\udc00",
+        "\\ud83d\\u0041",
+        "\\u0000",
+        "0",
+        "-",
+        "{",
+        "[",
+        "]",
+        ":",
+        ",",
     ]);
     prop::collection::vec(piece, 0..6).prop_map(|p| format!("\"{}\"", p.concat()))
 }
@@ -112,8 +164,10 @@ fn value() -> impl Strategy<Value = String> {
     leaf.prop_recursive(5, 48, 6, |inner| {
         prop_oneof![
             prop::collection::vec((inner.clone(), ws(), ws()), 0..6).prop_map(|items| {
-                let items: Vec<String> =
-                    items.into_iter().map(|(v, a, b)| format!("{a}{v}{b}")).collect();
+                let items: Vec<String> = items
+                    .into_iter()
+                    .map(|(v, a, b)| format!("{a}{v}{b}"))
+                    .collect();
                 format!("[{}]", items.join(","))
             }),
             prop::collection::vec((key(), inner, ws(), ws()), 0..6).prop_map(|fields| {
@@ -138,7 +192,10 @@ fn field_value(key: &'static str) -> BoxedStrategy<String> {
         "v" => prop::collection::vec(any::<i64>(), 0..4)
             .prop_map(|v| format!("{v:?}"))
             .boxed(),
-        "o" => (prop::option::of(string()), prop::collection::vec(number(), 0..3))
+        "o" => (
+            prop::option::of(string()),
+            prop::collection::vec(number(), 0..3),
+        )
             .prop_map(|(x, y)| match x {
                 Some(x) => format!("{{\"y\":[{}],\"x\":{x}}}", y.join(",")),
                 None => format!("{{\"y\":[{}]}}", y.join(",")),
@@ -192,7 +249,11 @@ fn record() -> impl Strategy<Value = String> {
     )
         .prop_flat_map(|(fields, unknown, twice, a, b)| {
             let mut parts: Vec<String> = fields.into_iter().flatten().map(|(f, _)| f).collect();
-            parts.extend(unknown.into_iter().map(|(k, v)| format!("\"unknown{k}\":{v}")));
+            parts.extend(
+                unknown
+                    .into_iter()
+                    .map(|(k, v)| format!("\"unknown{k}\":{v}")),
+            );
             if twice {
                 if let Some(first) = parts.first().cloned() {
                     parts.push(first);
@@ -243,7 +304,9 @@ fn same(a: &serde_json::Value, b: &serde_json::Value) -> bool {
             (Some(p), Some(q)) if x.is_f64() => close(p, q),
             _ => x == y,
         },
-        (J::Array(x), J::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(p, q)| same(p, q)),
+        (J::Array(x), J::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| same(p, q))
+        }
         (J::Object(x), J::Object(y)) => {
             x.len() == y.len() && x.iter().zip(y).all(|((k, p), (l, q))| k == l && same(p, q))
         }
@@ -252,7 +315,9 @@ fn same(a: &serde_json::Value, b: &serde_json::Value) -> bool {
 }
 
 /// Decodes `text` into `T` with both, and checks that they agree.
-fn agree<T: DeserializeOwned + Serialize + std::fmt::Debug>(text: &[u8]) -> Result<(), TestCaseError> {
+fn agree<T: DeserializeOwned + Serialize + std::fmt::Debug>(
+    text: &[u8],
+) -> Result<(), TestCaseError> {
     let ours: Result<T, _> = de::from_slice(text);
     let oracle: Result<T, _> = std::str::from_utf8(text)
         .map_err(|e| e.to_string())
