@@ -17,6 +17,7 @@
 //!   brackets), so a skipped value may nest arbitrarily deep, as in `serde_json`; values that
 //!   are built may nest 127 levels, `serde_json`'s recursion limit.
 
+use std::cell::Cell;
 use std::fmt;
 
 use serde::de::{self, Deserialize, DeserializeSeed, Expected, Unexpected, Visitor};
@@ -81,10 +82,8 @@ pub fn from_slice<'de, T: Deserialize<'de>>(input: &'de [u8]) -> Result<T> {
 /// value and the number of bytes up to and including the line's `\n`, or `None` (see
 /// [`decode_json_prefix`](super::decode_json_prefix)).
 pub fn from_line_prefix<'de, T: Deserialize<'de>>(text: &'de [u8]) -> Option<(T, usize)> {
-    let mut de = Deserializer {
-        one_line: true,
-        ..Deserializer::new(text)
-    };
+    let mut de = Deserializer::new(text);
+    de.one_line = true;
     let value = T::deserialize(&mut de).ok()?;
     // In one-line mode a `\n` is no whitespace: it stops the skip.
     match de.peek_ws() {
@@ -252,6 +251,31 @@ fn push_wtf8(n: u32, out: &mut Vec<u8>) {
     }
 }
 
+thread_local! {
+    /// Each thread's unescaping buffer, lent to one deserializer at a time.
+    static SCRATCH: Cell<Vec<u8>> = const { Cell::new(Vec::new()) };
+    /// Each thread's stack of open brackets for skipping, lent likewise.
+    static FRAMES: Cell<Vec<u8>> = const { Cell::new(Vec::new()) };
+}
+
+/// The most bytes of a buffer handed back to its thread (a huge one is freed).
+const KEEP: usize = 1 << 16;
+
+impl Drop for Deserializer<'_> {
+    fn drop(&mut self) {
+        let mut scratch = std::mem::take(&mut self.scratch);
+        if scratch.capacity() <= KEEP {
+            scratch.clear();
+            let _ = SCRATCH.try_with(|cell| cell.set(scratch));
+        }
+        let mut frames = std::mem::take(&mut self.frames);
+        if frames.capacity() <= KEEP {
+            frames.clear();
+            let _ = FRAMES.try_with(|cell| cell.set(frames));
+        }
+    }
+}
+
 impl<'de> Deserializer<'de> {
     /// A deserializer at the start of `input`.
     pub fn new(input: &'de [u8]) -> Self {
@@ -260,8 +284,9 @@ impl<'de> Deserializer<'de> {
             pos: 0,
             depth: RECURSION_LIMIT,
             one_line: false,
-            scratch: Vec::new(),
-            frames: Vec::new(),
+            // The thread's buffers, grown by earlier texts: no allocation per text.
+            scratch: SCRATCH.try_with(Cell::take).unwrap_or_default(),
+            frames: FRAMES.try_with(Cell::take).unwrap_or_default(),
         }
     }
 
@@ -578,17 +603,24 @@ impl<'de> Deserializer<'de> {
                 }
             }
             Some(b'1'..=b'9') => {
+                let first = self.pos;
+                // Up to 19 digits cannot overflow a `u64`: no check per digit.
                 while let Some(d @ b'0'..=b'9') = self.peek() {
+                    n = n.wrapping_mul(10).wrapping_add(u64::from(d - b'0'));
                     self.pos += 1;
-                    match n
-                        .checked_mul(10)
-                        .and_then(|m| m.checked_add(u64::from(d - b'0')))
-                    {
-                        Some(m) => n = m,
-                        None => {
-                            overflow = true;
-                            self.digits();
-                            break;
+                }
+                if self.pos - first > 19 {
+                    n = 0;
+                    for &d in &self.input[first..self.pos] {
+                        match n
+                            .checked_mul(10)
+                            .and_then(|m| m.checked_add(u64::from(d - b'0')))
+                        {
+                            Some(m) => n = m,
+                            None => {
+                                overflow = true;
+                                break;
+                            }
                         }
                     }
                 }
@@ -1169,7 +1201,19 @@ impl<'de> de::Deserializer<'de> for &mut Deserializer<'de> {
 
     #[inline]
     fn deserialize_ignored_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
-        self.skip_value()?;
+        // Scalars directly; arrays and objects with the non-recursive skip.
+        match self.peek_ws() {
+            Some(b'"') => {
+                self.pos += 1;
+                self.skip_text()?;
+            }
+            Some(b'-' | b'0'..=b'9') => self.skip_number()?,
+            Some(b'n') => {
+                self.pos += 1;
+                self.ident(b"ull")?;
+            }
+            _ => self.skip_value()?,
+        }
         visitor.visit_unit()
     }
 }
