@@ -11,8 +11,8 @@
 //!   other field is skipped without being built; the hand-written parser with
 //!   `Projection::NONE` (strings checked, left empty).
 //!
-//! Candidates: `serde_json` (`from_utf8`, then `from_str`), `serde_json::from_slice`,
-//! `sonic-rs`, and Spate's own deserializer (`spate_connectors::files::json`) as the line
+//! Candidates: `serde_json` (`from_utf8`, then `from_str`), `serde_json::from_slice`, and
+//! Spate's own deserializer (`spate_connectors::files::json`) as the line
 //! decoder (`general`: `decode_json_line`) and as the prefix decoder over the whole text
 //! (`general_prefix`: `decode_json_prefix`, what `JsonLinesSource::new` uses for every serde
 //! type); beside them the schema path (`RowDecoder`, rows of a declared schema with the same
@@ -149,10 +149,6 @@ fn serde_json_slice<T: DeserializeOwned>(line: &[u8]) -> T {
     serde_json::from_slice(line).expect("decodes")
 }
 
-fn sonic<T: DeserializeOwned>(line: &[u8]) -> T {
-    sonic_rs::from_slice(line).expect("decodes")
-}
-
 fn general<T: DeserializeOwned>(line: &[u8]) -> T {
     spate_connectors::files::decode_json_line(line).expect("decodes")
 }
@@ -163,10 +159,9 @@ type Decode<T> = fn(&[u8]) -> T;
 fn bench_target<T: DeserializeOwned>(c: &mut Criterion, name: &str, lines: &[&[u8]]) {
     let mut group = c.benchmark_group(name);
     group.throughput(Throughput::Elements(lines.len() as u64));
-    let candidates: [(&str, Decode<T>); 4] = [
+    let candidates: [(&str, Decode<T>); 3] = [
         ("serde_json_str", serde_json_str::<T>),
         ("serde_json_slice", serde_json_slice::<T>),
-        ("sonic_rs", sonic::<T>),
         ("general", general::<T>),
     ];
     for (label, decode) in candidates {
