@@ -119,7 +119,15 @@ fn storage_that_fails_while_restoring_is_retried_by_the_restart_strategy() {
     let tmp = tempfile::tempdir().unwrap();
     let store = store("faults-restore");
     let out = tmp.path().join("out");
-    let failed = run_windows(&out, checkpointed(2, "faults-restore://job"), EVENTS / 2);
+    // Slow (2 s before the failure, checkpoints every 100 ms), so that a checkpoint completes
+    // before the failure even on a loaded machine: the store cannot be listed from here.
+    let failed = run_windows_paced(
+        &out,
+        checkpointed(2, "faults-restore://job"),
+        EVENTS / 2,
+        15_000.0,
+        None,
+    );
     assert!(failed.is_err(), "the first run fails");
 
     // The restore reads the operators' state: the first reads fail, as a flaky network would.
