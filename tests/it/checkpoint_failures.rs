@@ -12,7 +12,7 @@ use spate::checkpoint::faults::{FailingStore, Op};
 use spate::dataflow::{KeyedProcessFunction, ProcessContext, RestartStrategy};
 use spate::prelude::*;
 
-use crate::checkpoints::{rows, run_windows, EVENTS};
+use crate::checkpoints::{rows, run_windows, run_windows_paced, EVENTS};
 
 /// Checkpoints every 100 ms into `dir` (a path or a registered `scheme://`).
 fn checkpointed(workers: usize, dir: &str) -> JobConfig {
@@ -119,7 +119,15 @@ fn storage_that_fails_while_restoring_is_retried_by_the_restart_strategy() {
     let tmp = tempfile::tempdir().unwrap();
     let store = store("faults-restore");
     let out = tmp.path().join("out");
-    let failed = run_windows(&out, checkpointed(2, "faults-restore://job"), EVENTS / 2);
+    // Slow (2 s before the failure, checkpoints every 100 ms), so that a checkpoint completes
+    // before the failure even on a loaded machine: the store cannot be listed from here.
+    let failed = run_windows_paced(
+        &out,
+        checkpointed(2, "faults-restore://job"),
+        EVENTS / 2,
+        15_000.0,
+        None,
+    );
     assert!(failed.is_err(), "the first run fails");
 
     // The restore reads the operators' state: the first reads fail, as a flaky network would.
@@ -149,10 +157,14 @@ fn storage_that_fails_while_restoring_is_retried_by_the_restart_strategy() {
 fn a_truncated_manifest_falls_back_to_the_previous_checkpoint() {
     let tmp = tempfile::tempdir().unwrap();
     let (out, ckpt) = (tmp.path().join("out"), tmp.path().join("ckpt"));
-    let failed = run_windows(
+    // Slower than the other tests (2 s before the failure, checkpoints every 100 ms), and
+    // failing only once two checkpoints are complete, even on a loaded machine.
+    let failed = run_windows_paced(
         &out,
         checkpointed(2, &ckpt.display().to_string()),
         EVENTS / 2,
+        15_000.0,
+        Some((ckpt.clone(), 2)),
     );
     assert!(failed.is_err(), "the first run fails");
     let published = rows(&out);

@@ -26,7 +26,7 @@ pub(crate) struct Flaky<S> {
     inner: S,
     read: Arc<AtomicU64>,
     fail_after: u64,
-    checkpoints: Option<PathBuf>,
+    checkpoints: Option<(PathBuf, usize)>,
     pause: Duration,
     batch: usize,
 }
@@ -52,8 +52,13 @@ impl<S> Flaky<S> {
     }
 
     /// Fails only once a checkpoint under `dir` is complete too (when `dir` is given).
-    pub(crate) fn after_a_checkpoint_in(mut self, dir: Option<PathBuf>) -> Self {
-        self.checkpoints = dir;
+    pub(crate) fn after_a_checkpoint_in(self, dir: Option<PathBuf>) -> Self {
+        self.after_checkpoints_in(dir, 1)
+    }
+
+    /// Fails only once `n` checkpoints under `dir` are complete too (when `dir` is given).
+    pub(crate) fn after_checkpoints_in(mut self, dir: Option<PathBuf>, n: usize) -> Self {
+        self.checkpoints = dir.map(|dir| (dir, n));
         self
     }
 
@@ -69,7 +74,7 @@ struct FlakyReader<T> {
     inner: Box<dyn SourceReader<T>>,
     read: Arc<AtomicU64>,
     fail_after: u64,
-    checkpoints: Option<PathBuf>,
+    checkpoints: Option<(PathBuf, usize)>,
     pause: Duration,
     batch: usize,
 }
@@ -98,11 +103,17 @@ impl<T: Data, S: Source<T>> Source<T> for Flaky<S> {
 
 /// Whether a checkpoint under `dir` is complete (has its manifest).
 pub(crate) fn checkpointed(dir: &Path) -> bool {
+    completed(dir) > 0
+}
+
+/// How many checkpoints under `dir` are complete (have their manifest).
+fn completed(dir: &Path) -> usize {
     std::fs::read_dir(dir)
         .into_iter()
         .flatten()
         .flatten()
-        .any(|e| e.path().join("_manifest.json").exists())
+        .filter(|e| e.path().join("_manifest.json").exists())
+        .count()
 }
 
 impl<T: Data> SourceReader<T> for FlakyReader<T> {
@@ -115,7 +126,11 @@ impl<T: Data> SourceReader<T> for FlakyReader<T> {
         let n = self
             .read
             .fetch_add((out.len() - before) as u64, Ordering::SeqCst);
-        if n >= self.fail_after && self.checkpoints.as_deref().is_none_or(checkpointed) {
+        let checkpoints_done = match &self.checkpoints {
+            Some((dir, at_least)) => completed(dir) >= *at_least,
+            None => true,
+        };
+        if n >= self.fail_after && checkpoints_done {
             return Err(SpateError::Job("injected failure".into()));
         }
         Ok(status)
@@ -207,9 +222,25 @@ pub(crate) fn run_windows(
     config: JobConfig,
     fail_after: u64,
 ) -> SpateResult<JobResult> {
-    let env = StreamEnv::new(config);
     // Paced so that several checkpoints complete before the failure.
-    let source = Flaky::new(EVENTS, 60_000.0, fail_after);
+    run_windows_paced(out, config, fail_after, 60_000.0, None)
+}
+
+/// [`run_windows`] with the source paced to `per_s` records per second, failing only once
+/// `checkpoints` (a directory and a count) are complete too.
+pub(crate) fn run_windows_paced(
+    out: &Path,
+    config: JobConfig,
+    fail_after: u64,
+    per_s: f64,
+    checkpoints: Option<(PathBuf, usize)>,
+) -> SpateResult<JobResult> {
+    let env = StreamEnv::new(config);
+    let source = Flaky::new(EVENTS, per_s, fail_after);
+    let source = match checkpoints {
+        Some((dir, n)) => source.after_checkpoints_in(Some(dir), n),
+        None => source,
+    };
     counted_windows(env.from_source(source), 7).write_jsonl(out);
     env.execute("checkpointed windows")
 }

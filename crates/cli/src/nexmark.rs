@@ -9,6 +9,7 @@ use clap::{Args, Subcommand};
 use spate_connectors::{DiscardSink, FileSink, JsonLinesSource, SingleFileSink};
 use spate_dataflow::{DataStream, JobConfig, StreamEnv};
 use spate_nexmark::generator::{GeneratorConfig, NexmarkGenerator};
+use spate_nexmark::json::JsonEvent;
 use spate_nexmark::model::Event;
 use spate_nexmark::queries::{self, Attach, Query, Row};
 use spate_nexmark::source::NexmarkSource;
@@ -254,20 +255,17 @@ fn run_query(args: &RunArgs) -> Result<()> {
     let total_workers = args.workers * args.processes;
     let (events, unit): (DataStream<Event>, &str) = match &args.input {
         Some(path) => {
-            // Strings the query never reads are checked but not copied.
-            let projection = args.query.projection();
-            let decoder = Arc::new(move |line: &[u8]| {
-                spate_nexmark::json::parse_event_projected(line, projection)
-            });
-            // Lines in the exact layout of the generator are parsed where they lie, in one
-            // pass; any other line goes to the line decoder.
-            let prefix = Arc::new(move |text: &[u8]| {
-                spate_nexmark::json::parse_event_prefix(text, projection)
-            });
-            let source = JsonLinesSource::with_decoder(path.clone(), decoder)
-                .prefix_decoder(prefix)
+            // Decoded as any user's JSON lines: a serde type of the wire layout, then the
+            // event (a chained map, no extra operator).
+            let source = JsonLinesSource::<JsonEvent>::new(path.clone())
                 .policy(args.bad_records.clone());
-            (env.from_source(source).name("events"), "bytes")
+            (
+                env.from_source(source)
+                    .name("events")
+                    .map(Event::from)
+                    .name("to-event"),
+                "bytes",
+            )
         }
         None => {
             let events = if args.unbounded {

@@ -8,7 +8,7 @@ use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use spate_nexmark::generator::{GeneratorConfig, GeneratorShared, NexmarkGenerator};
-use spate_nexmark::json::{parse_event, parse_event_prefix, write_event, Projection};
+use spate_nexmark::json::{parse_event, write_event};
 use spate_nexmark::model::Event;
 
 /// Events per iteration.
@@ -103,7 +103,7 @@ fn json(c: &mut Criterion) {
         write_event(e, &mut text);
     }
     let generated = lines(&text);
-    // The same events with sorted keys: the general parser's path.
+    // The same events with sorted keys.
     let mut sorted_text = Vec::new();
     for line in &generated {
         let v: serde_json::Value = serde_json::from_slice(line).expect("valid JSON");
@@ -114,7 +114,7 @@ fn json(c: &mut Criterion) {
     let mut parsed = Vec::with_capacity(BATCH);
     for (name, input) in [
         ("parse_event", &generated),
-        ("parse_event_general", &sorted),
+        ("parse_event_sorted_keys", &sorted),
     ] {
         group.bench_function(name, |b| {
             b.iter(|| {
@@ -128,23 +128,6 @@ fn json(c: &mut Criterion) {
             })
         });
     }
-    // The reader's fast path: lines parsed where they lie.
-    let whole = &text[..];
-    group.bench_function("parse_event_prefix", |b| {
-        b.iter(|| {
-            let mut at = 0;
-            while at < whole.len() {
-                parsed.clear();
-                while parsed.len() < BATCH && at < whole.len() {
-                    let (event, n) = parse_event_prefix(&whole[at..], Projection::ALL)
-                        .expect("generated lines parse");
-                    parsed.push(event);
-                    at += n + 1;
-                }
-                black_box(&parsed);
-            }
-        })
-    });
     group.bench_function("serde_json_value", |b| {
         b.iter(|| {
             for line in &generated {

@@ -1,4 +1,4 @@
-//! The JSON-lines form of Nexmark events: a byte-exact writer and a fast, strict parser.
+//! The JSON-lines form of Nexmark events: a byte-exact writer, and the serde type lines are read into.
 //!
 //! The form is the nested one of the Nexmark suite for Flink (its JSON / Kafka schema), one
 //! event per line, with exactly one of `person`, `auction`, `bid` non-null:
@@ -11,38 +11,19 @@
 //! bytes of `shared/anchors/nexmark_gen.py` for generated events (and escapes `"`, `\` and
 //! control characters in any string, so it always writes valid JSON).
 //!
-//! # Parsing
+//! # Reading
 //!
-//! [`parse_event`] is a hand-written parser for this schema, not a generic JSON parser
-//! followed by a conversion. A fast path reads the exact layout that [`write_event`] writes
-//! (so the generator's and the Python reference's files); at the first difference it gives
-//! up and the general parser reads the line, which takes any valid JSON of the same shape:
-//! keys in any order, any whitespace, escapes in strings (decoded), and unknown keys
-//! (skipped, but still checked to be valid JSON). The rules:
-//!
-//! * `event_type` is required and must be 0, 1 or 2 and match the one non-null object;
-//!   an absent `person`, `auction` or `bid` counts as `null`;
-//! * every field of the non-null object is required and must have its type (an integer, or
-//!   a string), except `extra`, which is empty when absent (it is only padding);
-//! * `dateTime` and `expires` are `YYYY-MM-DD HH:MM:SS[.f…]` strings (see
-//!   [`parse_timestamp`]), or integers taken as epoch milliseconds;
-//! * integers must fit in an `i64` and have no fraction or exponent (`-0` is 0);
-//! * a key given twice keeps its last value, as with `serde_json` (but every value given
-//!   must have the field's type).
-//!
-//! Bad input gives an `Err` with a one-line reason, never a panic, for example
-//! "missing field \`bid.price\`", "wrong type for field \`bid.price\`: expected an integer,
-//! found a string" or "malformed JSON at byte 17: expected ':', found '}'".
-//! [`event_from_json_value`] is the slow reference for the same rules, on a
+//! There is no Nexmark parser: lines are decoded like any user's JSON lines, by the general
+//! decoder of `spate-connectors` into a plain serde type, [`JsonEvent`] (the nested wire
+//! layout, derived), which checks the Nexmark rules as it becomes an [`Event`]. Keys may come
+//! in any order, with any whitespace and escapes; unknown keys are skipped. See
+//! [`JsonEvent`] for the rules and [`parse_event`] for one line. Bad input gives an `Err`
+//! with a one-line reason, never a panic, for example "missing field \`price\`" or
+//! "event_type 2 (bid) but \`bid\` is null or absent".
+//! [`event_from_json_value`] is a slow second reading of the same rules, on a
 //! `serde_json::Value`; the tests check that both accept the same lines.
-//!
-//! [`parse_event_projected`] checks a line in the same way, but leaves empty the string fields
-//! a reader does not need (a [`Projection`], for example a query's
-//! [`crate::queries::Query::projection`]): most of a bid's bytes are its `extra` padding, and
-//! its channel and url, which few queries read.
 
 use crate::model::{Auction, Bid, Event, Person, Text};
-use std::borrow::Cow;
 
 // ------------------------------------------------------------------------------- writing
 
@@ -331,26 +312,6 @@ pub fn write_event_flat(event: &Event, out: &mut Vec<u8>) {
 
 type PResult<T> = Result<T, String>;
 
-/// The deepest nesting accepted inside an unknown field's value.
-const MAX_DEPTH: u32 = 100;
-
-/// A short, printable description of a byte for error messages.
-fn describe_byte(c: u8) -> String {
-    if c.is_ascii_graphic() || c == b' ' {
-        format!("'{}'", char::from(c))
-    } else {
-        format!("byte 0x{c:02x}")
-    }
-}
-
-#[cold]
-fn invalid_utf8(start: usize, e: &std::str::Utf8Error) -> String {
-    format!(
-        "invalid UTF-8 in a string at byte {}",
-        start + e.valid_up_to()
-    )
-}
-
 /// A value's text for an error message: quoted, escaped, and cut to a readable length.
 fn quote_for_error(s: &str) -> String {
     const MAX: usize = 40;
@@ -366,538 +327,6 @@ fn missing(field: &str) -> String {
 
 fn wrong_type(field: &str, expected: &str, found: &str) -> String {
     format!("wrong type for field `{field}`: expected {expected}, found {found}")
-}
-
-/// What a JSON value is, from its first byte.
-fn kind_name(first: Option<u8>) -> &'static str {
-    match first {
-        Some(b'"') => "a string",
-        Some(b'{') => "an object",
-        Some(b'[') => "an array",
-        Some(b't' | b'f') => "a boolean",
-        Some(b'n') => "null",
-        Some(b'-' | b'0'..=b'9') => "a number",
-        _ => "malformed JSON",
-    }
-}
-
-struct Parser<'a> {
-    b: &'a [u8],
-    i: usize,
-}
-
-impl<'a> Parser<'a> {
-    #[inline(always)]
-    fn peek(&self) -> Option<u8> {
-        self.b.get(self.i).copied()
-    }
-
-    #[inline(always)]
-    fn ws(&mut self) {
-        while let Some(&c) = self.b.get(self.i) {
-            if c == b' ' || c == b'\n' || c == b'\t' || c == b'\r' {
-                self.i += 1;
-            } else {
-                break;
-            }
-        }
-    }
-
-    #[cold]
-    fn expected(&self, what: &str) -> String {
-        match self.peek() {
-            None => format!("malformed JSON: the line ends where {what} was expected"),
-            Some(c) => {
-                format!(
-                    "malformed JSON at byte {}: expected {what}, found {}",
-                    self.i,
-                    describe_byte(c)
-                )
-            }
-        }
-    }
-
-    #[inline(always)]
-    fn eat(&mut self, c: u8, what: &str) -> PResult<()> {
-        if self.peek() == Some(c) {
-            self.i += 1;
-            Ok(())
-        } else {
-            Err(self.expected(what))
-        }
-    }
-
-    /// Parses an object, calling `field` with the parser positioned on each value.
-    #[inline(always)]
-    fn object<F>(&mut self, mut field: F) -> PResult<()>
-    where
-        F: FnMut(&mut Self, &[u8]) -> PResult<()>,
-    {
-        self.eat(b'{', "'{'")?;
-        self.ws();
-        if self.peek() == Some(b'}') {
-            self.i += 1;
-            return Ok(());
-        }
-        loop {
-            if self.peek() != Some(b'"') {
-                return Err(self.expected("a key string"));
-            }
-            let key = self.raw_string()?;
-            self.ws();
-            self.eat(b':', "':'")?;
-            self.ws();
-            field(self, &key)?;
-            self.ws();
-            match self.peek() {
-                Some(b',') => {
-                    self.i += 1;
-                    self.ws();
-                }
-                Some(b'}') => {
-                    self.i += 1;
-                    return Ok(());
-                }
-                _ => return Err(self.expected("',' or '}'")),
-            }
-        }
-    }
-
-    /// Parses a string (at its opening quote), decoding escapes.
-    #[inline]
-    fn string(&mut self) -> PResult<Cow<'a, str>> {
-        debug_assert_eq!(self.peek(), Some(b'"'));
-        let start = self.i + 1;
-        let rest = &self.b[start..];
-        match memchr::memchr2(b'"', b'\\', rest) {
-            Some(len) if rest[len] == b'"' => {
-                let raw = &rest[..len];
-                // No early exit, so that it vectorizes.
-                if raw.iter().fold(false, |acc, &c| acc | (c < 0x20)) {
-                    return Err(self.control_char(start, raw));
-                }
-                let s = std::str::from_utf8(raw).map_err(|e| invalid_utf8(start, &e))?;
-                self.i = start + len + 1;
-                Ok(Cow::Borrowed(s))
-            }
-            Some(_) => self.string_escaped(start).map(Cow::Owned),
-            None => Err(format!(
-                "malformed JSON: unterminated string starting at byte {}",
-                self.i
-            )),
-        }
-    }
-
-    /// Like [`Self::string`], as (valid UTF-8) bytes: ASCII needs no UTF-8 validation.
-    #[inline]
-    fn raw_string(&mut self) -> PResult<Cow<'a, [u8]>> {
-        debug_assert_eq!(self.peek(), Some(b'"'));
-        let start = self.i + 1;
-        let rest = &self.b[start..];
-        match memchr::memchr2(b'"', b'\\', rest) {
-            Some(len) if rest[len] == b'"' => {
-                let raw = &rest[..len];
-                let (control, high) = raw.iter().fold((false, false), |(c, h), &x| {
-                    (c | (x < 0x20), h | (x >= 0x80))
-                });
-                if control {
-                    return Err(self.control_char(start, raw));
-                }
-                if high {
-                    std::str::from_utf8(raw).map_err(|e| invalid_utf8(start, &e))?;
-                }
-                self.i = start + len + 1;
-                Ok(Cow::Borrowed(raw))
-            }
-            Some(_) => self
-                .string_escaped(start)
-                .map(|s| Cow::Owned(s.into_bytes())),
-            None => Err(format!(
-                "malformed JSON: unterminated string starting at byte {}",
-                self.i
-            )),
-        }
-    }
-
-    #[cold]
-    fn control_char(&self, start: usize, raw: &[u8]) -> String {
-        let at = start + raw.iter().position(|&c| c < 0x20).unwrap_or(0);
-        format!("malformed JSON at byte {at}: unescaped control character in a string")
-    }
-
-    /// The slow path of [`Self::string`]: a string with escapes, decoded.
-    fn string_escaped(&mut self, start: usize) -> PResult<String> {
-        let mut out = String::new();
-        let mut i = start;
-        loop {
-            let rest = &self.b[i..];
-            let Some(len) = memchr::memchr2(b'"', b'\\', rest) else {
-                return Err(format!(
-                    "malformed JSON: unterminated string starting at byte {}",
-                    start - 1
-                ));
-            };
-            let raw = &rest[..len];
-            if raw.iter().any(|&c| c < 0x20) {
-                return Err(self.control_char(i, raw));
-            }
-            // Escapes are ASCII, so the runs between them are whole UTF-8 sequences.
-            out.push_str(std::str::from_utf8(raw).map_err(|e| {
-                format!("invalid UTF-8 in a string at byte {}", i + e.valid_up_to())
-            })?);
-            i += len;
-            if self.b[i] == b'"' {
-                self.i = i + 1;
-                return Ok(out);
-            }
-            // A backslash.
-            let esc = self.b.get(i + 1).copied();
-            i += 2;
-            match esc {
-                Some(b'"') => out.push('"'),
-                Some(b'\\') => out.push('\\'),
-                Some(b'/') => out.push('/'),
-                Some(b'b') => out.push('\u{8}'),
-                Some(b'f') => out.push('\u{c}'),
-                Some(b'n') => out.push('\n'),
-                Some(b'r') => out.push('\r'),
-                Some(b't') => out.push('\t'),
-                Some(b'u') => {
-                    let hi = self.hex4(i)?;
-                    i += 4;
-                    let code = if (0xD800..0xDC00).contains(&hi) {
-                        if self.b.get(i) != Some(&b'\\') || self.b.get(i + 1) != Some(&b'u') {
-                            return Err(format!(
-                                "malformed JSON at byte {i}: lone leading surrogate in a \\u escape"
-                            ));
-                        }
-                        let lo = self.hex4(i + 2)?;
-                        if !(0xDC00..0xE000).contains(&lo) {
-                            return Err(format!(
-                                "malformed JSON at byte {i}: invalid trailing surrogate in a \\u escape"
-                            ));
-                        }
-                        i += 6;
-                        0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00)
-                    } else if (0xDC00..0xE000).contains(&hi) {
-                        return Err(format!(
-                            "malformed JSON at byte {}: lone trailing surrogate in a \\u escape",
-                            i - 6
-                        ));
-                    } else {
-                        hi
-                    };
-                    out.push(char::from_u32(code).expect("a non-surrogate code point is a char"));
-                }
-                Some(c) => {
-                    return Err(format!(
-                        "malformed JSON at byte {}: invalid escape '\\{}' in a string",
-                        i - 2,
-                        char::from(c).escape_default()
-                    ))
-                }
-                None => {
-                    return Err(format!(
-                        "malformed JSON: unterminated string starting at byte {}",
-                        start - 1
-                    ))
-                }
-            }
-        }
-    }
-
-    fn hex4(&self, at: usize) -> PResult<u32> {
-        let digits = self
-            .b
-            .get(at..at + 4)
-            .ok_or_else(|| "malformed JSON: the line ends inside a \\u escape".to_string())?;
-        let mut v = 0u32;
-        for (k, &c) in digits.iter().enumerate() {
-            let d = match c {
-                b'0'..=b'9' => c - b'0',
-                b'a'..=b'f' => c - b'a' + 10,
-                b'A'..=b'F' => c - b'A' + 10,
-                _ => {
-                    return Err(format!(
-                        "malformed JSON at byte {}: expected a hex digit in a \\u escape, found {}",
-                        at + k,
-                        describe_byte(c)
-                    ))
-                }
-            };
-            v = v * 16 + u32::from(d);
-        }
-        Ok(v)
-    }
-
-    /// Scans a JSON number; returns its integer value if it is an integer that fits an i64,
-    /// `Ok(None)` if it is a valid number that is not one (fraction, exponent, too large).
-    #[inline]
-    fn number(&mut self) -> PResult<Option<i64>> {
-        let neg = self.peek() == Some(b'-');
-        if neg {
-            self.i += 1;
-        }
-        let digits_start = self.i;
-        let mut v: u64 = 0;
-        let mut overflow = false;
-        while let Some(c @ b'0'..=b'9') = self.peek() {
-            match v
-                .checked_mul(10)
-                .and_then(|v| v.checked_add(u64::from(c - b'0')))
-            {
-                Some(n) => v = n,
-                None => overflow = true,
-            }
-            self.i += 1;
-        }
-        let n_digits = self.i - digits_start;
-        if n_digits == 0 {
-            return Err(self.expected("a digit"));
-        }
-        if n_digits > 1 && self.b[digits_start] == b'0' {
-            return Err(format!(
-                "malformed JSON at byte {digits_start}: a number with a leading zero"
-            ));
-        }
-        let mut integral = true;
-        if self.peek() == Some(b'.') {
-            self.i += 1;
-            integral = false;
-            self.digits()?;
-        }
-        if matches!(self.peek(), Some(b'e' | b'E')) {
-            self.i += 1;
-            integral = false;
-            if matches!(self.peek(), Some(b'+' | b'-')) {
-                self.i += 1;
-            }
-            self.digits()?;
-        }
-        if !integral || overflow {
-            return Ok(None);
-        }
-        Ok(if neg {
-            if v <= 1 << 63 {
-                Some((v as i64).wrapping_neg())
-            } else {
-                None
-            }
-        } else {
-            i64::try_from(v).ok()
-        })
-    }
-
-    fn digits(&mut self) -> PResult<()> {
-        let start = self.i;
-        while let Some(b'0'..=b'9') = self.peek() {
-            self.i += 1;
-        }
-        if self.i == start {
-            return Err(self.expected("a digit"));
-        }
-        Ok(())
-    }
-
-    /// An integer field.
-    #[inline]
-    fn int(&mut self, field: &str) -> PResult<i64> {
-        match self.peek() {
-            Some(b'-' | b'0'..=b'9') => {
-                let start = self.i;
-                match self.number()? {
-                    Some(v) => Ok(v),
-                    None => Err(format!(
-                        "wrong type for field `{field}`: expected an integer that fits 64 bits, found {}",
-                        String::from_utf8_lossy(&self.b[start..self.i.min(start + 40)])
-                    )),
-                }
-            }
-            other => Err(wrong_type(field, "an integer", kind_name(other))),
-        }
-    }
-
-    /// A string field.
-    #[inline]
-    fn str_field(&mut self, field: &str) -> PResult<Text> {
-        match self.peek() {
-            Some(b'"') => Ok(Text::from(self.string()?)),
-            other => Err(wrong_type(field, "a string", kind_name(other))),
-        }
-    }
-
-    /// A timestamp field: a timestamp string, or an integer of epoch milliseconds.
-    #[inline]
-    fn ts_field(&mut self, field: &str) -> PResult<i64> {
-        match self.peek() {
-            Some(b'"') => {
-                let s = self.raw_string()?;
-                parse_ts_bytes(&s).ok_or_else(|| {
-                    format!(
-                        "invalid timestamp in field `{field}`: {} (expected YYYY-MM-DD HH:MM:SS.mmm)",
-                        quote_for_error(&String::from_utf8_lossy(&s))
-                    )
-                })
-            }
-            Some(b'-' | b'0'..=b'9') => self.int(field),
-            other => Err(wrong_type(field, "a timestamp string", kind_name(other))),
-        }
-    }
-
-    /// Skips (and checks) any JSON value.
-    fn skip_value(&mut self, depth: u32) -> PResult<()> {
-        if depth > MAX_DEPTH {
-            return Err(format!(
-                "malformed JSON at byte {}: nested deeper than {MAX_DEPTH} levels",
-                self.i
-            ));
-        }
-        match self.peek() {
-            Some(b'"') => self.string().map(drop),
-            Some(b'{') => self.object(|p, _| p.skip_value(depth + 1)),
-            Some(b'[') => {
-                self.i += 1;
-                self.ws();
-                if self.peek() == Some(b']') {
-                    self.i += 1;
-                    return Ok(());
-                }
-                loop {
-                    self.skip_value(depth + 1)?;
-                    self.ws();
-                    match self.peek() {
-                        Some(b',') => {
-                            self.i += 1;
-                            self.ws();
-                        }
-                        Some(b']') => {
-                            self.i += 1;
-                            return Ok(());
-                        }
-                        _ => return Err(self.expected("',' or ']'")),
-                    }
-                }
-            }
-            Some(b't') => self.literal(b"true"),
-            Some(b'f') => self.literal(b"false"),
-            Some(b'n') => self.literal(b"null"),
-            Some(b'-' | b'0'..=b'9') => self.number().map(drop),
-            _ => Err(self.expected("a JSON value")),
-        }
-    }
-
-    fn literal(&mut self, word: &[u8]) -> PResult<()> {
-        if self.b[self.i..].starts_with(word) {
-            self.i += word.len();
-            Ok(())
-        } else {
-            Err(self.expected(&format!("'{}'", String::from_utf8_lossy(word))))
-        }
-    }
-
-    /// `null` (as `None`) or an object parsed by `parse`.
-    #[inline]
-    fn nullable<T>(
-        &mut self,
-        field: &str,
-        parse: impl FnOnce(&mut Self) -> PResult<T>,
-    ) -> PResult<Option<T>> {
-        match self.peek() {
-            Some(b'n') => self.literal(b"null").map(|()| None),
-            Some(b'{') => parse(self).map(Some),
-            other => Err(wrong_type(field, "an object or null", kind_name(other))),
-        }
-    }
-
-    fn person(&mut self) -> PResult<Person> {
-        let (mut id, mut name, mut email, mut card, mut city, mut state, mut dt, mut extra) =
-            (None, None, None, None, None, None, None, None);
-        self.object(|p, key| {
-            match key {
-                b"id" => id = Some(p.int("person.id")?),
-                b"name" => name = Some(p.str_field("person.name")?),
-                b"emailAddress" => email = Some(p.str_field("person.emailAddress")?),
-                b"creditCard" => card = Some(p.str_field("person.creditCard")?),
-                b"city" => city = Some(p.str_field("person.city")?),
-                b"state" => state = Some(p.str_field("person.state")?),
-                b"dateTime" => dt = Some(p.ts_field("person.dateTime")?),
-                b"extra" => extra = Some(p.str_field("person.extra")?),
-                _ => p.skip_value(1)?,
-            }
-            Ok(())
-        })?;
-        Ok(Person {
-            id: id.ok_or_else(|| missing("person.id"))?,
-            name: name.ok_or_else(|| missing("person.name"))?,
-            email_address: email.ok_or_else(|| missing("person.emailAddress"))?,
-            credit_card: card.ok_or_else(|| missing("person.creditCard"))?,
-            city: city.ok_or_else(|| missing("person.city"))?,
-            state: state.ok_or_else(|| missing("person.state"))?,
-            date_time: dt.ok_or_else(|| missing("person.dateTime"))?,
-            extra: extra.unwrap_or(Text::EMPTY),
-        })
-    }
-
-    fn auction(&mut self) -> PResult<Auction> {
-        let (mut id, mut item, mut desc, mut initial, mut reserve) = (None, None, None, None, None);
-        let (mut dt, mut expires, mut seller, mut category, mut extra) =
-            (None, None, None, None, None);
-        self.object(|p, key| {
-            match key {
-                b"id" => id = Some(p.int("auction.id")?),
-                b"itemName" => item = Some(p.str_field("auction.itemName")?),
-                b"description" => desc = Some(p.str_field("auction.description")?),
-                b"initialBid" => initial = Some(p.int("auction.initialBid")?),
-                b"reserve" => reserve = Some(p.int("auction.reserve")?),
-                b"dateTime" => dt = Some(p.ts_field("auction.dateTime")?),
-                b"expires" => expires = Some(p.ts_field("auction.expires")?),
-                b"seller" => seller = Some(p.int("auction.seller")?),
-                b"category" => category = Some(p.int("auction.category")?),
-                b"extra" => extra = Some(p.str_field("auction.extra")?),
-                _ => p.skip_value(1)?,
-            }
-            Ok(())
-        })?;
-        Ok(Auction {
-            id: id.ok_or_else(|| missing("auction.id"))?,
-            item_name: item.ok_or_else(|| missing("auction.itemName"))?,
-            description: desc.ok_or_else(|| missing("auction.description"))?,
-            initial_bid: initial.ok_or_else(|| missing("auction.initialBid"))?,
-            reserve: reserve.ok_or_else(|| missing("auction.reserve"))?,
-            date_time: dt.ok_or_else(|| missing("auction.dateTime"))?,
-            expires: expires.ok_or_else(|| missing("auction.expires"))?,
-            seller: seller.ok_or_else(|| missing("auction.seller"))?,
-            category: category.ok_or_else(|| missing("auction.category"))?,
-            extra: extra.unwrap_or(Text::EMPTY),
-        })
-    }
-
-    fn bid(&mut self) -> PResult<Bid> {
-        let (mut auction, mut bidder, mut price, mut channel, mut url, mut dt, mut extra) =
-            (None, None, None, None, None, None, None);
-        self.object(|p, key| {
-            match key {
-                b"auction" => auction = Some(p.int("bid.auction")?),
-                b"bidder" => bidder = Some(p.int("bid.bidder")?),
-                b"price" => price = Some(p.int("bid.price")?),
-                b"channel" => channel = Some(p.str_field("bid.channel")?),
-                b"url" => url = Some(p.str_field("bid.url")?),
-                b"dateTime" => dt = Some(p.ts_field("bid.dateTime")?),
-                b"extra" => extra = Some(p.str_field("bid.extra")?),
-                _ => p.skip_value(1)?,
-            }
-            Ok(())
-        })?;
-        Ok(Bid {
-            auction: auction.ok_or_else(|| missing("bid.auction"))?,
-            bidder: bidder.ok_or_else(|| missing("bid.bidder"))?,
-            price: price.ok_or_else(|| missing("bid.price"))?,
-            channel: channel.ok_or_else(|| missing("bid.channel"))?,
-            url: url.ok_or_else(|| missing("bid.url"))?,
-            date_time: dt.ok_or_else(|| missing("bid.dateTime"))?,
-            extra: extra.unwrap_or(Text::EMPTY),
-        })
-    }
 }
 
 /// The event of an `event_type` and the non-null objects, checked against each other.
@@ -952,771 +381,231 @@ fn assemble(
     Ok(event)
 }
 
-/// Parses one nested JSON line (a trailing `\n` or `\r\n` is fine) into an event.
+/// An event in its JSON-lines form, as serde reads it: decode lines into it with the
+/// general JSON decoder ([`spate_connectors::files::decode_json_line`], or a
+/// [`JsonLinesSource`](spate_connectors::files::JsonLinesSource) of `JsonEvent`), then take
+/// the [`Event`] with [`JsonEvent::into_event`] (or `Event::from`).
 ///
-/// See the [module docs](self) for what it accepts. Never panics; bad input gives an `Err`
-/// with a one-line reason.
-pub fn parse_event(line: &[u8]) -> Result<Event, String> {
-    parse_event_projected(line, Projection::ALL)
+/// It is a plain serde type (derived, over the nested wire layout), so the decoder's rules
+/// are serde's: keys in any order, any whitespace, escapes, unknown keys skipped, a key given
+/// twice is an error. On top of them, those of the Nexmark form (checked when the value is
+/// built, so a line that breaks them is a bad record like malformed JSON):
+/// `event_type` must be 0, 1 or 2 and name the one non-null object; an absent `person`,
+/// `auction` or `bid` is `null`; `extra` may be absent (empty); timestamps are
+/// `YYYY-MM-DD HH:MM:SS[.f…]` strings ([`parse_timestamp`]) or epoch milliseconds.
+///
+/// It serializes back to the same layout (timestamps as strings), so it round-trips through
+/// any self-describing format; it is not meant for the binary form between processes (use
+/// [`Event`] there, as the map after the source does).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(try_from = "wire::Line", into = "wire::Line")]
+pub struct JsonEvent(pub Event);
+
+impl JsonEvent {
+    /// The event.
+    #[inline]
+    pub fn into_event(self) -> Event {
+        self.0
+    }
 }
 
-/// Like [`parse_event`], but only the string fields in `projection` are materialized; the
-/// others are left empty ([`Text::EMPTY`]). The line is checked exactly as [`parse_event`]
-/// checks it (a line one rejects, the other rejects with the same reason), and every integer
-/// and timestamp is read: a projection only saves the copies (and allocations) of strings
-/// that a query never reads, such as the `extra` padding.
-pub fn parse_event_projected(line: &[u8], projection: Projection) -> Result<Event, String> {
-    if let Some(event) = fast::parse(line, projection) {
-        return Ok(event);
+impl From<JsonEvent> for Event {
+    #[inline]
+    fn from(e: JsonEvent) -> Event {
+        e.0
     }
-    parse_general(line).map(|mut event| {
-        projection.apply(&mut event);
-        event
-    })
 }
 
-/// The event at the start of `text`, and the length of its JSON object, when it is in the
-/// exact layout that [`write_event`] writes; `None` otherwise. A fast path for readers that
-/// hold many lines at once: when the object is followed by a line end, it is the event that
-/// [`parse_event_projected`] returns for that line. It never reads past a control character,
-/// so never past the end of the line it starts. `text` need not be UTF-8: the parser checks
-/// the bytes it reads (so an object that is not UTF-8 is `None`).
-pub fn parse_event_prefix(text: &[u8], projection: Projection) -> Option<(Event, usize)> {
-    fast::parse_prefix(text, projection)
+impl TryFrom<wire::Line> for JsonEvent {
+    type Error = String;
+    #[inline]
+    fn try_from(line: wire::Line) -> Result<Self, String> {
+        let person = line.person.map(|p| Person {
+            id: p.id,
+            name: p.name,
+            email_address: p.email_address,
+            credit_card: p.credit_card,
+            city: p.city,
+            state: p.state,
+            date_time: p.date_time.0,
+            extra: p.extra,
+        });
+        let auction = line.auction.map(|a| Auction {
+            id: a.id,
+            item_name: a.item_name,
+            description: a.description,
+            initial_bid: a.initial_bid,
+            reserve: a.reserve,
+            date_time: a.date_time.0,
+            expires: a.expires.0,
+            seller: a.seller,
+            category: a.category,
+            extra: a.extra,
+        });
+        let bid = line.bid.map(|b| Bid {
+            auction: b.auction,
+            bidder: b.bidder,
+            price: b.price,
+            channel: b.channel,
+            url: b.url,
+            date_time: b.date_time.0,
+            extra: b.extra,
+        });
+        assemble(line.event_type, person, auction, bid).map(JsonEvent)
+    }
 }
 
-/// The string fields of the events that a reader needs (see [`parse_event_projected`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Projection(u16);
-
-impl Projection {
-    /// Every field.
-    pub const ALL: Projection = Projection(u16::MAX);
-    /// No string field (only ids, numbers and times).
-    pub const NONE: Projection = Projection(0);
-    /// `person.name`.
-    pub const PERSON_NAME: Projection = Projection(1);
-    /// `person.emailAddress`.
-    pub const PERSON_EMAIL: Projection = Projection(1 << 1);
-    /// `person.creditCard`.
-    pub const PERSON_CREDIT_CARD: Projection = Projection(1 << 2);
-    /// `person.city`.
-    pub const PERSON_CITY: Projection = Projection(1 << 3);
-    /// `person.state`.
-    pub const PERSON_STATE: Projection = Projection(1 << 4);
-    /// `person.extra`.
-    pub const PERSON_EXTRA: Projection = Projection(1 << 5);
-    /// `auction.itemName`.
-    pub const AUCTION_ITEM_NAME: Projection = Projection(1 << 6);
-    /// `auction.description`.
-    pub const AUCTION_DESCRIPTION: Projection = Projection(1 << 7);
-    /// `auction.extra`.
-    pub const AUCTION_EXTRA: Projection = Projection(1 << 8);
-    /// `bid.channel`.
-    pub const BID_CHANNEL: Projection = Projection(1 << 9);
-    /// `bid.url`.
-    pub const BID_URL: Projection = Projection(1 << 10);
-    /// `bid.extra`.
-    pub const BID_EXTRA: Projection = Projection(1 << 11);
-
-    /// The fields of both.
-    pub const fn union(self, other: Projection) -> Projection {
-        Projection(self.0 | other.0)
-    }
-
-    /// Whether every field of `other` is in `self`.
-    pub const fn contains(self, other: Projection) -> bool {
-        self.0 & other.0 == other.0
-    }
-
-    /// Empties the string fields of `event` that are not in this projection.
-    pub fn apply(self, event: &mut Event) {
-        let keep = |field: Projection, text: &mut Text| {
-            if !self.contains(field) {
-                *text = Text::EMPTY;
-            }
+impl From<JsonEvent> for wire::Line {
+    fn from(e: JsonEvent) -> wire::Line {
+        let mut line = wire::Line {
+            event_type: Some(i64::from(e.0.event_type())),
+            person: None,
+            auction: None,
+            bid: None,
         };
-        match event {
+        match e.0 {
             Event::Person(p) => {
-                keep(Self::PERSON_NAME, &mut p.name);
-                keep(Self::PERSON_EMAIL, &mut p.email_address);
-                keep(Self::PERSON_CREDIT_CARD, &mut p.credit_card);
-                keep(Self::PERSON_CITY, &mut p.city);
-                keep(Self::PERSON_STATE, &mut p.state);
-                keep(Self::PERSON_EXTRA, &mut p.extra);
+                line.person = Some(wire::Person {
+                    id: p.id,
+                    name: p.name,
+                    email_address: p.email_address,
+                    credit_card: p.credit_card,
+                    city: p.city,
+                    state: p.state,
+                    date_time: wire::Ts(p.date_time),
+                    extra: p.extra,
+                })
             }
             Event::Auction(a) => {
-                keep(Self::AUCTION_ITEM_NAME, &mut a.item_name);
-                keep(Self::AUCTION_DESCRIPTION, &mut a.description);
-                keep(Self::AUCTION_EXTRA, &mut a.extra);
+                line.auction = Some(wire::Auction {
+                    id: a.id,
+                    item_name: a.item_name,
+                    description: a.description,
+                    initial_bid: a.initial_bid,
+                    reserve: a.reserve,
+                    date_time: wire::Ts(a.date_time),
+                    expires: wire::Ts(a.expires),
+                    seller: a.seller,
+                    category: a.category,
+                    extra: a.extra,
+                })
             }
             Event::Bid(b) => {
-                keep(Self::BID_CHANNEL, &mut b.channel);
-                keep(Self::BID_URL, &mut b.url);
-                keep(Self::BID_EXTRA, &mut b.extra);
+                line.bid = Some(wire::Bid {
+                    auction: b.auction,
+                    bidder: b.bidder,
+                    price: b.price,
+                    channel: b.channel,
+                    url: b.url,
+                    date_time: wire::Ts(b.date_time),
+                    extra: b.extra,
+                })
             }
         }
+        line
     }
 }
 
-/// The general parser: any layout, and the reason when the line is bad.
-fn parse_general(line: &[u8]) -> Result<Event, String> {
-    let mut p = Parser { b: line, i: 0 };
-    p.ws();
-    match p.peek() {
-        None => return Err("empty line".to_string()),
-        Some(b'{') => {}
-        Some(c) => {
-            return Err(format!(
-                "malformed JSON at byte {}: expected a JSON object, found {}",
-                p.i,
-                describe_byte(c)
-            ))
+/// The serde shape of a line: the nested layout of the Nexmark suite's JSON schema.
+mod wire {
+    use crate::model::Text;
+    use serde::de::{self, Deserializer, Visitor};
+    use serde::{Deserialize, Serialize, Serializer};
+    use std::fmt;
+
+    #[derive(Serialize, Deserialize)]
+    pub struct Line {
+        pub event_type: Option<i64>,
+        pub person: Option<Person>,
+        pub auction: Option<Auction>,
+        pub bid: Option<Bid>,
+    }
+
+    #[derive(Serialize, Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct Person {
+        pub id: i64,
+        pub name: Text,
+        pub email_address: Text,
+        pub credit_card: Text,
+        pub city: Text,
+        pub state: Text,
+        pub date_time: Ts,
+        #[serde(default)]
+        pub extra: Text,
+    }
+
+    #[derive(Serialize, Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct Auction {
+        pub id: i64,
+        pub item_name: Text,
+        pub description: Text,
+        pub initial_bid: i64,
+        pub reserve: i64,
+        pub date_time: Ts,
+        pub expires: Ts,
+        pub seller: i64,
+        pub category: i64,
+        #[serde(default)]
+        pub extra: Text,
+    }
+
+    #[derive(Serialize, Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct Bid {
+        pub auction: i64,
+        pub bidder: i64,
+        pub price: i64,
+        pub channel: Text,
+        pub url: Text,
+        pub date_time: Ts,
+        #[serde(default)]
+        pub extra: Text,
+    }
+
+    /// An event time: a `YYYY-MM-DD HH:MM:SS[.f…]` string, or epoch milliseconds.
+    pub struct Ts(pub i64);
+
+    impl Serialize for Ts {
+        fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            s.serialize_str(&super::format_timestamp_string(self.0))
         }
     }
-    let (mut event_type, mut person, mut auction, mut bid) = (None, None, None, None);
-    p.object(|p, key| {
-        match key {
-            b"event_type" => event_type = Some(p.int("event_type")?),
-            b"person" => person = p.nullable("person", Parser::person)?,
-            b"auction" => auction = p.nullable("auction", Parser::auction)?,
-            b"bid" => bid = p.nullable("bid", Parser::bid)?,
-            _ => p.skip_value(1)?,
+
+    impl<'de> Deserialize<'de> for Ts {
+        #[inline]
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct V;
+            impl Visitor<'_> for V {
+                type Value = Ts;
+                fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                    f.write_str("a timestamp (YYYY-MM-DD HH:MM:SS.mmm, or epoch milliseconds)")
+                }
+                #[inline]
+                fn visit_str<E: de::Error>(self, s: &str) -> Result<Ts, E> {
+                    super::parse_timestamp(s).map(Ts).map_err(E::custom)
+                }
+                fn visit_i64<E: de::Error>(self, v: i64) -> Result<Ts, E> {
+                    Ok(Ts(v))
+                }
+                fn visit_u64<E: de::Error>(self, v: u64) -> Result<Ts, E> {
+                    i64::try_from(v)
+                        .map(Ts)
+                        .map_err(|_| E::invalid_value(de::Unexpected::Unsigned(v), &self))
+                }
+            }
+            d.deserialize_any(V)
         }
-        Ok(())
-    })?;
-    p.ws();
-    if p.i != line.len() {
-        return Err(format!(
-            "malformed JSON at byte {}: unexpected {} after the object",
-            p.i,
-            describe_byte(line[p.i])
-        ));
     }
-    assemble(event_type, person, auction, bid)
 }
 
-// ----------------------------------------------------------------------------- fast path
-
-/// The fast path of [`parse_event`]: the exact layout that [`write_event`] (and the Python
-/// reference) writes. It gives up (`None`) at the first difference, and the general parser
-/// then reads the line from the start, so it never decides whether a line is bad; when it
-/// does return an event, the general parser would return the same one.
+/// Parses one nested JSON line (a trailing `\n` or `\r\n` is fine) into an event, with the
+/// general JSON decoder and [`JsonEvent`]'s rules.
 ///
-/// It checks the whole line once for UTF-8 instead of each string; in the exact layout,
-/// everything outside strings is matched byte for byte, so control characters are looked for
-/// only inside strings, by the same 16-byte scan that finds a string's end (SSE2 on x86_64).
-/// So it accepts exactly the lines the general parser accepts. Strings the [`Projection`] leaves out are only checked
-/// and skipped (escapes included), never copied.
-/// Strings that take few distinct values (a bid's channel and url, a person's name, city and
-/// state) come from a small per-thread cache when they have escapes (decoding them would cost
-/// an allocation anyway); without escapes they are copied as they are.
-mod fast {
-    use std::cell::{Cell, RefCell};
-
-    use super::{parse_ts_bytes, Projection};
-    use crate::model::{Auction, Bid, Event, Person, Text};
-
-    /// The number of slots of the per-thread cache of repeated strings (a power of two).
-    const INTERN_SLOTS: usize = 1 << 14;
-    /// Strings longer than this are not cached.
-    const INTERN_MAX_LEN: usize = 128;
-
-    thread_local! {
-        /// Where strings with escapes are decoded before they become a `Text`.
-        static SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
-        /// A direct-mapped cache of repeated strings: a hit is a reference count increment
-        /// instead of an allocation and a copy; a miss replaces the slot.
-        static INTERNED: RefCell<Vec<Option<Text>>> = const { RefCell::new(Vec::new()) };
-    }
-
-    #[inline(always)]
-    fn read_u64(b: &[u8], at: usize) -> u64 {
-        let mut w = [0u8; 8];
-        w.copy_from_slice(&b[at..at + 8]);
-        u64::from_le_bytes(w)
-    }
-
-    /// A cheap hash of a short string: its length and three 8-byte windows (start, middle,
-    /// end). Collisions only cost a cache miss.
-    #[inline(always)]
-    fn slot_of(b: &[u8]) -> usize {
-        let n = b.len();
-        let h = if n >= 8 {
-            read_u64(b, 0)
-                ^ read_u64(b, n / 2 - 4).rotate_left(21)
-                ^ read_u64(b, n - 8).rotate_left(42)
-        } else {
-            b.iter().fold(0u64, |h, &c| (h << 8) | u64::from(c))
-        };
-        let h = (h ^ n as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        (h >> (64 - INTERN_SLOTS.trailing_zeros())) as usize
-    }
-
-    /// `s` as a `Text`, from the per-thread cache when it holds it.
-    #[inline]
-    fn intern(s: &str) -> Text {
-        if s.len() > INTERN_MAX_LEN {
-            return Text::from(s);
-        }
-        let slot = slot_of(s.as_bytes());
-        INTERNED.with_borrow_mut(|table| {
-            if table.is_empty() {
-                table.resize(INTERN_SLOTS, None);
-            }
-            let entry = &mut table[slot];
-            if let Some(cached) = entry {
-                if **cached == *s {
-                    return cached.clone();
-                }
-            }
-            let fresh = Text::from(s);
-            *entry = Some(fresh.clone());
-            fresh
-        })
-    }
-
-    /// Whether a byte ends the plain run of a JSON string: a quote, a backslash, a control
-    /// character (which JSON forbids in strings) or a byte that is not ASCII (whose UTF-8
-    /// sequence is then checked: see [`utf8_char`]).
-    #[inline(always)]
-    fn special(c: u8) -> bool {
-        (c == b'"') | (c == b'\\') | !(0x20..0x80).contains(&c)
-    }
-
-    /// The length of the UTF-8 sequence that starts at `b[k]` (a byte that is not ASCII), or
-    /// `None` if it is not one well-formed character.
-    #[inline(never)]
-    fn utf8_char(b: &[u8], k: usize) -> Option<usize> {
-        let len = match b[k] {
-            0xC2..=0xDF => 2,
-            0xE0..=0xEF => 3,
-            0xF0..=0xF4 => 4,
-            _ => return None,
-        };
-        std::str::from_utf8(b.get(k..k + len)?).ok()?;
-        Some(len)
-    }
-
-    /// The bytes of a string scanned with [`special_mask`], as a `str`: every byte in them
-    /// is ASCII or part of a character that [`utf8_char`] checked.
-    #[inline(always)]
-    #[allow(unsafe_code)]
-    fn scanned_str(b: &[u8]) -> &str {
-        debug_assert!(std::str::from_utf8(b).is_ok(), "a scanned string is UTF-8");
-        // SAFETY: the callers pass only bytes of a string's scan (or the decoded string made
-        // of them), in which the scan stops at every byte of 0x80 or more and resumes only
-        // past a sequence that `utf8_char` checked with `from_utf8`. The decoding adds only
-        // the ASCII bytes of escapes. So `b` is ASCII bytes and whole, valid UTF-8
-        // characters: valid UTF-8.
-        unsafe { std::str::from_utf8_unchecked(b) }
-    }
-
-    /// Bit `k` is set when byte `k` of `chunk` is [`special`].
-    #[cfg(target_arch = "x86_64")]
-    #[allow(unsafe_code)]
-    #[inline(always)]
-    fn special_mask(chunk: &[u8; 16]) -> u32 {
-        use std::arch::x86_64::{
-            _mm_cmpeq_epi8, _mm_loadu_si128, _mm_min_epu8, _mm_movemask_epi8, _mm_or_si128,
-            _mm_set1_epi8,
-        };
-        // SAFETY: SSE2 is part of the x86_64 baseline, so every x86_64 CPU has these
-        // instructions; the unaligned load reads exactly the 16 bytes of `chunk`.
-        unsafe {
-            let v = _mm_loadu_si128(chunk.as_ptr().cast());
-            let quote = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'"' as i8));
-            let backslash = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'\\' as i8));
-            // Unsigned `c < 0x20` is `min(c, 0x1f) == c`.
-            let control = _mm_cmpeq_epi8(_mm_min_epu8(v, _mm_set1_epi8(0x1f)), v);
-            // The mask takes each byte's top bit: `v` itself adds the bytes over 0x7f.
-            let stop = _mm_or_si128(_mm_or_si128(quote, backslash), _mm_or_si128(control, v));
-            _mm_movemask_epi8(stop) as u32
-        }
-    }
-
-    /// Bit `k` is set when byte `k` of `chunk` is [`special`].
-    #[cfg(not(target_arch = "x86_64"))]
-    #[inline(always)]
-    fn special_mask(chunk: &[u8; 16]) -> u32 {
-        chunk
-            .iter()
-            .enumerate()
-            .fold(0, |mask, (k, &c)| mask | (u32::from(special(c)) << k))
-    }
-
-    /// The position of the first [`special`] byte of `b` at or after `from`: 16 bytes at a
-    /// time, inline (strings are short, so a call per string would cost more than the scan).
-    #[inline(always)]
-    fn find_special(b: &[u8], from: usize) -> Option<usize> {
-        let mut at = from;
-        while at + 16 <= b.len() {
-            let mask = mask_at(b, at);
-            if mask != 0 {
-                return Some(at + mask.trailing_zeros() as usize);
-            }
-            at += 16;
-        }
-        if at >= b.len() {
-            return None;
-        }
-        if b.len() >= 16 {
-            // The last 16 bytes, of which those before `at` were already scanned.
-            let start = b.len() - 16;
-            let mask = mask_at(b, start) >> (at - start);
-            return (mask != 0).then(|| at + mask.trailing_zeros() as usize);
-        }
-        b[at..].iter().position(|&c| special(c)).map(|k| at + k)
-    }
-
-    /// The [`special_mask`] of `b[at..at + 16]`, which must be in range.
-    #[inline(always)]
-    fn mask_at(b: &[u8], at: usize) -> u32 {
-        match b[at..].first_chunk::<16>() {
-            Some(chunk) => special_mask(chunk),
-            None => unreachable!("the caller checks that 16 bytes are left"),
-        }
-    }
-
-    /// The value and count of the decimal digits that start the 8 bytes `x` (little-endian),
-    /// when there are 1 to 7 of them (`None` for none or 8, which the digit loop reads).
-    #[inline(always)]
-    pub(super) fn swar_digits(x: u64) -> Option<(i64, usize)> {
-        const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
-        // Each byte of `d` is its digit's value for '0' to '9' and 10 or more for any other
-        // byte (no carry crosses bytes).
-        let d = x ^ 0x3030_3030_3030_3030;
-        let non_digit = (((d & LOW7) + 0x7676_7676_7676_7676) | d) & !LOW7;
-        let digits = (non_digit.trailing_zeros() / 8) as usize;
-        if digits == 0 || digits == 8 {
-            return None;
-        }
-        // The digits to the top bytes (zeros before them), then pairs, quads and the whole.
-        let v = d << (8 * (8 - digits));
-        let v = ((v & 0x0f0f_0f0f_0f0f_0f0f).wrapping_mul(2561)) >> 8;
-        let v = ((v & 0x00ff_00ff_00ff_00ff).wrapping_mul(6_553_601)) >> 16;
-        let v = ((v & 0x0000_ffff_0000_ffff).wrapping_mul(42_949_672_960_001)) >> 32;
-        Some((v as i64, digits))
-    }
-
-    thread_local! {
-        /// The date of the last timestamp read on this thread (its first 10 bytes, as 8 + 2)
-        /// and its epoch milliseconds at midnight: consecutive events share the date.
-        static LAST_DATE: Cell<(u64, u16, i64)> = const { Cell::new((0, 0, 0)) };
-    }
-
-    /// A `YYYY-MM-DD HH:MM:SS.mmm` timestamp, as [`parse_ts_bytes`] reads it.
-    #[inline(always)]
-    pub(super) fn timestamp(b: &[u8]) -> Option<i64> {
-        let Ok(b) = <&[u8; 23]>::try_from(b) else {
-            return parse_ts_bytes(b);
-        };
-        if b[10] != b' ' || b[13] != b':' || b[16] != b':' || b[19] != b'.' {
-            return parse_ts_bytes(b);
-        }
-        // Constant indices into a fixed-size array, and no early exit: straight-line code.
-        let d = |k: usize| i64::from(b[k].wrapping_sub(b'0'));
-        let digits = [
-            d(11),
-            d(12),
-            d(14),
-            d(15),
-            d(17),
-            d(18),
-            d(20),
-            d(21),
-            d(22),
-        ];
-        if digits.iter().fold(0, |max, &digit| max.max(digit)) > 9 {
-            return None;
-        }
-        let (hour, minute, second) = (d(11) * 10 + d(12), d(14) * 10 + d(15), d(17) * 10 + d(18));
-        if hour > 23 || minute > 59 || second > 59 {
-            return None;
-        }
-        let in_day = ((hour * 60 + minute) * 60 + second) * 1000 + d(20) * 100 + d(21) * 10 + d(22);
-        let key = (read_u64(b, 0), u16::from_le_bytes([b[8], b[9]]));
-        let (last_hi, last_lo, midnight) = LAST_DATE.get();
-        if (last_hi, last_lo) == key {
-            return Some(midnight + in_day);
-        }
-        // A new date: the full check, and remember its midnight.
-        let v = parse_ts_bytes(b)?;
-        LAST_DATE.set((key.0, key.1, v - in_day));
-        Some(v)
-    }
-
-    struct Cursor<'a> {
-        /// The input: a line without its trailing whitespace, or bytes that start with a
-        /// line. They need not be UTF-8: the cursor matches every byte outside strings
-        /// against ASCII, and checks the characters in strings that are not ASCII.
-        b: &'a [u8],
-        i: usize,
-        /// The string fields to materialize.
-        projection: Projection,
-    }
-
-    impl<'a> Cursor<'a> {
-        /// Consumes the literal `s`.
-        #[inline(always)]
-        fn lit<const N: usize>(&mut self, s: &[u8; N]) -> Option<()> {
-            // A fixed-size comparison: inline loads and compares, not a call to `bcmp`.
-            if self.b.get(self.i..)?.first_chunk::<N>()? == s {
-                self.i += N;
-                Some(())
-            } else {
-                None
-            }
-        }
-
-        /// A plain JSON integer of at most 18 digits.
-        #[inline(always)]
-        fn int(&mut self) -> Option<i64> {
-            let b = &self.b[self.i..];
-            let neg = b.first() == Some(&b'-');
-            let start = usize::from(neg);
-            // Up to 7 digits (every id and most prices) from one 8-byte word.
-            if let Some(&word) = b.get(start..).and_then(|rest| rest.first_chunk::<8>()) {
-                if let Some((v, digits)) = swar_digits(u64::from_le_bytes(word)) {
-                    if digits > 1 && b[start] == b'0' {
-                        return None;
-                    }
-                    let end = start + digits;
-                    if matches!(b.get(end), Some(b'.' | b'e' | b'E')) {
-                        return None;
-                    }
-                    self.i += end;
-                    return Some(if neg { -v } else { v });
-                }
-            }
-            let mut k = start;
-            let mut v: i64 = 0;
-            while let Some(&c @ b'0'..=b'9') = b.get(k) {
-                if k - start == 18 {
-                    return None;
-                }
-                v = v * 10 + i64::from(c - b'0');
-                k += 1;
-            }
-            let digits = k - start;
-            if digits == 0 || (digits > 1 && b[start] == b'0') {
-                return None;
-            }
-            if matches!(b.get(k), Some(b'.' | b'e' | b'E')) {
-                return None;
-            }
-            self.i += k;
-            Some(if neg { -v } else { v })
-        }
-
-        /// The rest of a string whose opening quote was consumed, as a slice of the input
-        /// when it has no escape (`Err(())` when it has one: the cursor is left at its start).
-        #[inline(always)]
-        fn plain(&mut self) -> Option<Result<&'a str, ()>> {
-            let start = self.i;
-            let mut i = start;
-            loop {
-                let end = find_special(self.b, i)?;
-                match self.b[end] {
-                    b'"' => {
-                        self.i = end + 1;
-                        return Some(Ok(scanned_str(&self.b[start..end])));
-                    }
-                    b'\\' => return Some(Err(())),
-                    0x80.. => i = end + utf8_char(self.b, end)?,
-                    _ => return None,
-                }
-            }
-        }
-
-        /// The rest of a string whose opening quote was consumed.
-        #[inline(always)]
-        fn string(&mut self) -> Option<Text> {
-            match self.plain()? {
-                Ok(s) => Some(Text::from(s)),
-                Err(()) => self.string_escaped(false),
-            }
-        }
-
-        /// The rest of a string whose opening quote was consumed, if `field` is in the
-        /// projection; otherwise it is checked and skipped, and the field left empty.
-        #[inline(always)]
-        fn field(&mut self, field: Projection) -> Option<Text> {
-            if self.projection.contains(field) {
-                return self.string();
-            }
-            self.skip_string().map(|()| Text::EMPTY)
-        }
-
-        /// Checks and skips the rest of a string whose opening quote was consumed, as
-        /// [`Self::string`] would read it (the same escapes accepted), without decoding it.
-        #[inline(always)]
-        fn skip_string(&mut self) -> Option<()> {
-            let mut i = self.i;
-            loop {
-                let k = find_special(self.b, i)?;
-                match self.b[k] {
-                    b'"' => {
-                        self.i = k + 1;
-                        return Some(());
-                    }
-                    b'\\' => match self.b.get(k + 1)? {
-                        b'"' | b'\\' | b'/' | b'n' | b't' | b'r' | b'b' | b'f' => i = k + 2,
-                        _ => return None,
-                    },
-                    0x80.. => i = k + utf8_char(self.b, k)?,
-                    _ => return None,
-                }
-            }
-        }
-
-        /// Like [`Self::field`], for a string that takes few distinct values.
-        #[inline(always)]
-        fn interned_field(&mut self, field: Projection) -> Option<Text> {
-            if self.projection.contains(field) {
-                return self.interned();
-            }
-            self.field(field)
-        }
-
-        /// Like [`Self::string`], for a string that takes few distinct values (one with
-        /// escapes comes from the per-thread cache).
-        #[inline(always)]
-        fn interned(&mut self) -> Option<Text> {
-            match self.plain()? {
-                Ok(s) => Some(Text::from(s)),
-                Err(()) => self.string_escaped(true),
-            }
-        }
-
-        /// A string with escapes (`interned`: from the cache); `\u` escapes are left to the
-        /// general parser.
-        ///
-        /// It decodes 16 bytes at a time: each block is copied whole, and the output grows
-        /// by the bytes before the block's first [`special`] one (the rest is overwritten).
-        #[inline(never)]
-        fn string_escaped(&mut self, interned: bool) -> Option<Text> {
-            SCRATCH.with_borrow_mut(|buf| {
-                let b = self.b;
-                let (mut i, mut o) = (self.i, 0);
-                loop {
-                    // Room for a block and a character after it.
-                    if buf.len() < o + 32 {
-                        buf.resize((o + 32).max(2 * buf.len()), 0);
-                    }
-                    let rest = &b[i..];
-                    let mut padded = [0u8; 16];
-                    let block = match rest.first_chunk::<16>() {
-                        Some(block) => block,
-                        // The end of the input: zeros after it, which stop the scan.
-                        None => {
-                            padded[..rest.len()].copy_from_slice(rest);
-                            &padded
-                        }
-                    };
-                    let mask = special_mask(block);
-                    buf[o..o + 16].copy_from_slice(block);
-                    if mask == 0 {
-                        i += 16;
-                        o += 16;
-                        continue;
-                    }
-                    let k = mask.trailing_zeros() as usize;
-                    i += k;
-                    o += k;
-                    let unescaped = match *b.get(i)? {
-                        b'"' => {
-                            self.i = i + 1;
-                            let s = scanned_str(&buf[..o]);
-                            return Some(if interned { intern(s) } else { Text::from(s) });
-                        }
-                        b'\\' => match b.get(i + 1)? {
-                            b'"' => b'"',
-                            b'\\' => b'\\',
-                            b'/' => b'/',
-                            b'n' => b'\n',
-                            b't' => b'\t',
-                            b'r' => b'\r',
-                            b'b' => 0x08,
-                            b'f' => 0x0c,
-                            _ => return None,
-                        },
-                        0x80.. => {
-                            let n = utf8_char(b, i)?;
-                            buf[o..o + n].copy_from_slice(&b[i..i + n]);
-                            i += n;
-                            o += n;
-                            continue;
-                        }
-                        _ => return None,
-                    };
-                    buf[o] = unescaped;
-                    o += 1;
-                    i += 2;
-                }
-            })
-        }
-
-        /// The rest of a `YYYY-MM-DD HH:MM:SS.mmm"` timestamp whose opening quote was consumed.
-        #[inline(always)]
-        fn ts(&mut self) -> Option<i64> {
-            let b = self.b.get(self.i..self.i + 24)?;
-            if b[23] != b'"' {
-                return None;
-            }
-            let v = timestamp(&b[..23])?;
-            self.i += 24;
-            Some(v)
-        }
-
-        #[inline(always)]
-        fn bid(&mut self) -> Option<Bid> {
-            self.lit(b"{\"auction\":")?;
-            let auction = self.int()?;
-            self.lit(b",\"bidder\":")?;
-            let bidder = self.int()?;
-            self.lit(b",\"price\":")?;
-            let price = self.int()?;
-            self.lit(b",\"channel\":\"")?;
-            let channel = self.interned_field(Projection::BID_CHANNEL)?;
-            self.lit(b",\"url\":\"")?;
-            let url = self.interned_field(Projection::BID_URL)?;
-            self.lit(b",\"dateTime\":\"")?;
-            let date_time = self.ts()?;
-            self.lit(b",\"extra\":\"")?;
-            let extra = self.field(Projection::BID_EXTRA)?;
-            self.lit(b"}")?;
-            Some(Bid {
-                auction,
-                bidder,
-                price,
-                channel,
-                url,
-                date_time,
-                extra,
-            })
-        }
-
-        #[inline(never)]
-        fn auction(&mut self) -> Option<Auction> {
-            self.lit(b"{\"id\":")?;
-            let id = self.int()?;
-            self.lit(b",\"itemName\":\"")?;
-            let item_name = self.field(Projection::AUCTION_ITEM_NAME)?;
-            self.lit(b",\"description\":\"")?;
-            let description = self.field(Projection::AUCTION_DESCRIPTION)?;
-            self.lit(b",\"initialBid\":")?;
-            let initial_bid = self.int()?;
-            self.lit(b",\"reserve\":")?;
-            let reserve = self.int()?;
-            self.lit(b",\"dateTime\":\"")?;
-            let date_time = self.ts()?;
-            self.lit(b",\"expires\":\"")?;
-            let expires = self.ts()?;
-            self.lit(b",\"seller\":")?;
-            let seller = self.int()?;
-            self.lit(b",\"category\":")?;
-            let category = self.int()?;
-            self.lit(b",\"extra\":\"")?;
-            let extra = self.field(Projection::AUCTION_EXTRA)?;
-            self.lit(b"}")?;
-            Some(Auction {
-                id,
-                item_name,
-                description,
-                initial_bid,
-                reserve,
-                date_time,
-                expires,
-                seller,
-                category,
-                extra,
-            })
-        }
-
-        #[inline(never)]
-        fn person(&mut self) -> Option<Person> {
-            self.lit(b"{\"id\":")?;
-            let id = self.int()?;
-            self.lit(b",\"name\":\"")?;
-            let name = self.interned_field(Projection::PERSON_NAME)?;
-            self.lit(b",\"emailAddress\":\"")?;
-            let email_address = self.field(Projection::PERSON_EMAIL)?;
-            self.lit(b",\"creditCard\":\"")?;
-            let credit_card = self.field(Projection::PERSON_CREDIT_CARD)?;
-            self.lit(b",\"city\":\"")?;
-            let city = self.interned_field(Projection::PERSON_CITY)?;
-            self.lit(b",\"state\":\"")?;
-            let state = self.interned_field(Projection::PERSON_STATE)?;
-            self.lit(b",\"dateTime\":\"")?;
-            let date_time = self.ts()?;
-            self.lit(b",\"extra\":\"")?;
-            let extra = self.field(Projection::PERSON_EXTRA)?;
-            self.lit(b"}")?;
-            Some(Person {
-                id,
-                name,
-                email_address,
-                credit_card,
-                city,
-                state,
-                date_time,
-                extra,
-            })
-        }
-    }
-
-    /// The event of a line in the exact writer layout, or `None`.
-    #[inline]
-    pub(super) fn parse(line: &[u8], projection: Projection) -> Option<Event> {
-        let body_len = line
-            .iter()
-            .rposition(|&c| !matches!(c, b' ' | b'\n' | b'\r' | b'\t'))
-            .map_or(0, |last| last + 1);
-        let body = &line[..body_len];
-        match parse_prefix(body, projection)? {
-            // Trailing whitespace (a line end) was cut off; anything else after the object
-            // is not allowed.
-            (event, n) if n == body.len() => Some(event),
-            _ => None,
-        }
-    }
-
-    /// The event at the start of `text` in the exact writer layout, and the length of its
-    /// object, or `None`. It never reads past a control character, so never past the end of
-    /// the line it starts. Every byte it reads is checked: ASCII outside strings, UTF-8 in
-    /// them.
-    #[inline]
-    pub(super) fn parse_prefix(text: &[u8], projection: Projection) -> Option<(Event, usize)> {
-        let mut c = Cursor {
-            b: text,
-            i: 0,
-            projection,
-        };
-        c.lit(b"{\"event_type\":")?;
-        let event = match c.b.get(c.i)? {
-            b'2' => {
-                c.lit(b"2,\"person\":null,\"auction\":null,\"bid\":")?;
-                let bid = c.bid()?;
-                c.lit(b"}")?;
-                Event::Bid(bid)
-            }
-            b'1' => {
-                c.lit(b"1,\"person\":null,\"auction\":")?;
-                let auction = c.auction()?;
-                c.lit(b",\"bid\":null}")?;
-                Event::Auction(Box::new(auction))
-            }
-            b'0' => {
-                c.lit(b"0,\"person\":")?;
-                let person = c.person()?;
-                c.lit(b",\"auction\":null,\"bid\":null}")?;
-                Event::Person(Box::new(person))
-            }
-            _ => return None,
-        };
-        Some((event, c.i))
-    }
+/// Never panics; bad input gives an `Err` with a one-line reason.
+pub fn parse_event(line: &[u8]) -> Result<Event, String> {
+    spate_connectors::files::decode_json_line::<JsonEvent>(line).map(JsonEvent::into_event)
 }
 
 // ------------------------------------------------------------------------ timestamps in
@@ -1901,6 +790,7 @@ pub fn event_from_json_value(v: &serde_json::Value) -> Result<Event, String> {
     assemble(event_type, person, auction, bid)
 }
 
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1972,224 +862,48 @@ mod tests {
     }
 
     #[test]
-    fn word_digits_agree_with_a_digit_loop() {
-        let suffixes: [&[u8]; 6] = [
-            b",\"bidder\"",
-            b"}",
-            b".5xxxxxxx",
-            b"\"aaaaaaaa",
-            b"\xff\xff\xff\xff\xff\xff\xff\xff",
-            b"/:;<=>?@@@@",
-        ];
-        let mut numbers: Vec<u64> = (0..2000).collect();
-        numbers.extend((0..2000u64).map(|k| k.wrapping_mul(2_654_435_761) % 100_000_000));
-        for n in numbers {
-            for suffix in suffixes {
-                let mut text = n.to_string().into_bytes();
-                text.extend_from_slice(suffix);
-                text.resize(text.len().max(8), b'x');
-                let word = u64::from_le_bytes(*text.first_chunk::<8>().unwrap());
-                let digits = text.iter().take_while(|c| c.is_ascii_digit()).count();
-                let want = (1..8).contains(&digits).then_some((n as i64, digits));
-                assert_eq!(
-                    fast::swar_digits(word),
-                    want,
-                    "{}",
-                    String::from_utf8_lossy(&text)
-                );
-            }
-        }
-    }
-
-    #[test]
-    fn fast_timestamps_agree() {
-        let mut checked = 0;
-        for base in [
-            0i64,
-            951_782_400_000,
-            1_704_067_200_000,
-            253_000_000_000_000,
-        ] {
-            for step in 0..3000i64 {
-                let ms = base + step * 59_999_999 - 86_400_000;
-                let good = format_timestamp_string(ms).into_bytes();
-                assert_eq!(fast::timestamp(&good), Some(ms));
-                // Damage each byte: the fast path and the full check still agree.
-                if step % 100 == 0 {
-                    for at in 0..good.len() {
-                        for c in [b'0', b'9', b'3', b'x', b' ', b':'] {
-                            let mut bad = good.clone();
-                            bad[at] = c;
-                            assert_eq!(fast::timestamp(&bad), parse_ts_bytes(&bad), "{bad:?}");
-                            checked += 1;
-                        }
-                    }
-                }
-            }
-        }
-        assert!(checked > 1000);
-        assert_eq!(fast::timestamp(b"2023-02-29 00:00:00.000"), None);
-        assert_eq!(
-            fast::timestamp(b"2024-01-01T00:00:01.5Z"),
-            Some(1_704_067_201_500)
-        );
-    }
-
-    #[test]
-    fn fast_path_agrees_with_the_general_parser() {
-        use crate::generator::{GeneratorConfig, NexmarkGenerator};
-        let cfg = GeneratorConfig {
-            seed: 3,
-            events: Some(60),
-            ..Default::default()
-        };
-        let events: Vec<Event> = NexmarkGenerator::new(&cfg, 0).unwrap().collect();
-        for (k, e) in events.iter().enumerate() {
-            let mut line = Vec::new();
-            write_event(e, &mut line);
-            assert_eq!(fast::parse(&line, Projection::ALL).as_ref(), Some(e));
-            assert_eq!(parse_general(&line).as_ref(), Ok(e));
-            // Each projection keeps exactly its fields.
-            for bit in 0..12 {
-                let projection = Projection(1 << bit);
-                let mut want = e.clone();
-                projection.apply(&mut want);
-                assert_eq!(parse_event_projected(&line, projection), Ok(want));
-            }
-            // Damage one line of each kind everywhere: when the fast path still takes it, it
-            // must agree with the general parser.
-            if ![0, 1, 4].contains(&k) {
-                continue;
-            }
-            let bytes = [
-                b'\\', b'"', b'0', b'9', b'-', b'.', b'e', b' ', b'a', b'u', b'}', 1, 0xc3, 0xff,
-            ];
-            for at in 0..line.len() {
-                for b in bytes {
-                    let mut replaced = line.clone();
-                    replaced[at] = b;
-                    let mut inserted = line.clone();
-                    inserted.insert(at, b);
-                    for damaged in [replaced, inserted] {
-                        if let Some(fast) = fast::parse(&damaged, Projection::ALL) {
-                            assert_eq!(
-                                parse_general(&damaged).as_ref(),
-                                Ok(&fast),
-                                "{}",
-                                String::from_utf8_lossy(&damaged)
-                            );
-                        }
-                        // A projection accepts and rejects the same lines.
-                        let full = parse_event(&damaged);
-                        let none = parse_event_projected(&damaged, Projection::NONE);
-                        assert_eq!(
-                            full.map(|mut e| {
-                                Projection::NONE.apply(&mut e);
-                                e
-                            }),
-                            none,
-                            "{}",
-                            String::from_utf8_lossy(&damaged)
-                        );
-                    }
-                }
-            }
-        }
-    }
-
-    /// Strings of any characters (1 to 4 bytes of UTF-8) and escapes, at any offset from a
-    /// 16-byte block, in a bid.
-    fn bid_with(channel: &str, extra: &str) -> Event {
-        Event::Bid(Bid {
-            auction: 7,
-            bidder: 8,
-            price: 9,
-            channel: Text::from(channel),
-            url: Text::from("u"),
-            date_time: 1_700_000_000_000,
-            extra: Text::from(extra),
-        })
-    }
-
-    proptest::proptest! {
-        #[test]
-        fn fast_path_reads_any_characters(
-            channel in "[a\\\"é€𝄞/\u{7f}]{0,40}",
-            extra in "[ -~é€𝄞\n\t\u{8}\u{c}\r\u{7ff}\u{800}\u{ffff}\u{10000}\u{10ffff}]{0,80}",
-        ) {
-            let event = bid_with(&channel, &extra);
-            let mut line = Vec::new();
-            write_event(&event, &mut line);
-            proptest::prop_assert_eq!(fast::parse(&line, Projection::ALL), Some(event.clone()));
-            line.extend_from_slice(b"\nrest");
-            let (parsed, n) = parse_event_prefix(&line, Projection::ALL).expect("the fast path");
-            proptest::prop_assert_eq!(parsed, event);
-            proptest::prop_assert_eq!(line[n], b'\n');
-        }
-    }
-
-    #[test]
-    fn fast_path_rejects_what_is_not_utf8() {
-        // Whole characters are taken; broken, overlong, surrogate and out-of-range sequences
-        // are not, wherever they stand in a string (and then the general parser agrees).
-        let good: [&[u8]; 4] = [
-            b"\xc3\xa9",
-            b"\xe2\x82\xac",
-            b"\xf0\x9d\x84\x9e",
-            b"\xdf\xbf",
-        ];
-        let bad: [&[u8]; 9] = [
-            b"\xc3",
-            b"\xe2\x82",
-            b"\xf0\x9d\x84",
-            b"\xc0\x80",
-            b"\xe0\x80\x80",
-            b"\xed\xa0\x80",
-            b"\xf4\x90\x80\x80",
-            b"\xf5\x80\x80\x80",
-            b"\x80",
-        ];
-        let mut line = Vec::new();
-        write_event(
-            &bid_with("Google", "abc\\def\"ghijklmnopqrstuvwxyz0123456789"),
-            &mut line,
-        );
-        // Where the contents of the two strings start, and their lengths.
-        let strings: Vec<(usize, usize)> = [&b"\"Google\""[..], b"\"abc"]
-            .iter()
-            .map(|open| {
-                let start = 1 + line.windows(open.len()).position(|w| w == *open).unwrap();
-                let len = line[start..].iter().position(|&c| c == b'"').unwrap();
-                (start, len)
-            })
-            .collect();
-        for &(start, len) in &strings {
-            // (Not inside an escape.)
-            for at in (start..=start + len).filter(|&at| line[at - 1] != b'\\') {
-                for (sequences, ok) in [(&good[..], true), (&bad[..], false)] {
-                    for seq in sequences {
-                        let mut damaged = line.clone();
-                        damaged.splice(at..at, seq.iter().copied());
-                        let fast = fast::parse(&damaged, Projection::ALL);
-                        let general = parse_general(&damaged).ok();
-                        assert_eq!(fast.is_some(), ok, "{}", String::from_utf8_lossy(&damaged));
-                        assert_eq!(general.is_some(), ok);
-                        assert_eq!(fast, general);
-                        // Skipped strings are checked the same way.
-                        let none = parse_event_projected(&damaged, Projection::NONE);
-                        assert_eq!(none.is_ok(), ok);
-                    }
-                }
-            }
-        }
-    }
-
-    #[test]
     fn escapes_strings() {
         let mut out = Vec::new();
         write_str("a\"b\\c\n\u{1}é", &mut out);
         assert_eq!(out, b"\"a\\\"b\\\\c\\n\\u0001\xc3\xa9\"");
-        let mut p = Parser { b: &out, i: 0 };
-        assert_eq!(p.string().unwrap(), "a\"b\\c\n\u{1}é");
+        let back: String = serde_json::from_slice(&out).unwrap();
+        assert_eq!(back, "a\"b\\c\n\u{1}é");
+    }
+
+    #[test]
+    fn json_events_follow_the_nexmark_rules() {
+        let bid = r#"{"event_type":2,"person":null,"auction":null,"bid":{"auction":1000,"bidder":2001,"price":1102,"channel":"Google","url":"u","dateTime":"2024-01-01 00:00:00.000","extra":"x"}}"#;
+        let Ok(Event::Bid(b)) = parse_event(bid.as_bytes()) else {
+            panic!("{:?}", parse_event(bid.as_bytes()))
+        };
+        assert_eq!((b.auction, b.price, b.date_time), (1000, 1102, 1_704_067_200_000));
+        assert_eq!(&*b.extra, "x");
+        // Absent objects are null, `extra` may be absent, times may be integers.
+        let short = r#"{"bid":{"auction":1,"bidder":2,"price":3,"channel":"c","url":"u","dateTime":5},"event_type":2}"#;
+        let Ok(Event::Bid(b)) = parse_event(short.as_bytes()) else {
+            panic!("{:?}", parse_event(short.as_bytes()))
+        };
+        assert_eq!((b.date_time, &*b.extra), (5, ""));
+        for (line, reason) in [
+            (r#"{"bid":null}"#, "missing field `event_type`"),
+            (r#"{"event_type":3}"#, "event_type 3 is not"),
+            (r#"{"event_type":2}"#, "but `bid` is null or absent"),
+            (
+                r#"{"event_type":0,"bid":{"auction":1,"bidder":2,"price":3,"channel":"c","url":"u","dateTime":5}}"#,
+                "but the non-null object is `bid`",
+            ),
+            (
+                r#"{"event_type":2,"bid":{"auction":1,"bidder":2,"price":3,"channel":"c","url":"u","dateTime":"2024-02-30 00:00:00"}}"#,
+                "invalid timestamp",
+            ),
+            (
+                r#"{"event_type":2,"bid":{"auction":1,"bidder":2,"price":3,"channel":"c","url":"u"}}"#,
+                "missing field `dateTime`",
+            ),
+        ] {
+            let err = parse_event(line.as_bytes()).expect_err(line);
+            assert!(err.contains(reason), "{line}: {err}");
+            assert!(!err.contains('\n'), "{err}");
+        }
     }
 }

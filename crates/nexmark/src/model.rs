@@ -174,9 +174,31 @@ impl serde::Serialize for Text {
 }
 
 impl<'de> serde::Deserialize<'de> for Text {
+    /// One allocation for the `Arc<str>` (none for an empty string), from the borrowed text
+    /// when the deserializer has it: not through a `String` or `Box<str>` first.
+    #[inline]
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        // Through `Box<str>`, as `Arc<str>` deserializes.
-        Box::<str>::deserialize(deserializer).map(Text::from)
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = Text;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a string")
+            }
+            #[inline]
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<Text, E> {
+                Ok(if s.is_empty() {
+                    Text::EMPTY
+                } else {
+                    Text(Repr::Shared(Arc::from(s)))
+                })
+            }
+            fn visit_bytes<E: serde::de::Error>(self, b: &[u8]) -> Result<Text, E> {
+                std::str::from_utf8(b)
+                    .map_err(|_| E::invalid_value(serde::de::Unexpected::Bytes(b), &self))
+                    .and_then(|s| self.visit_str(s))
+            }
+        }
+        deserializer.deserialize_str(V)
     }
 }
 

@@ -58,7 +58,6 @@ pub use spate_dataflow::changelog::{Change, RowKind};
 use spate_dataflow::{DataStream, WatermarkStrategy};
 use spate_types::{Data, SpateError};
 
-use crate::json::Projection;
 use crate::json::{write_i64 as write_int, write_str, write_ts};
 use crate::model::{Auction, Bid, Event, Person};
 
@@ -201,23 +200,6 @@ impl Query {
             Query::Q20 => "q20",
             Query::Q21 => "q21",
             Query::Q22 => "q22",
-        }
-    }
-}
-
-impl Query {
-    /// The string fields of the events that the query reads: a JSON reader may leave the
-    /// others empty ([`crate::json::parse_event_projected`]). Queries not listed here read
-    /// every field.
-    pub fn projection(self) -> Projection {
-        match self {
-            Query::Q0 | Query::Q1 | Query::Q7 => Projection::BID_EXTRA,
-            Query::Q2 | Query::Q5 | Query::Q11 | Query::Q12 => Projection::NONE,
-            Query::Q3 => Projection::PERSON_NAME
-                .union(Projection::PERSON_CITY)
-                .union(Projection::PERSON_STATE),
-            Query::Q8 => Projection::PERSON_NAME,
-            _ => Projection::ALL,
         }
     }
 }

@@ -127,46 +127,44 @@ fn accepts_any_valid_layout() {
     };
     assert_eq!(&*no_extra.extra, "", "an absent extra is empty");
     let dup = BID.replace(r#""price":1102"#, r#""price":1,"price":1102"#);
-    assert_eq!(
-        parse_ok(dup.as_bytes()),
-        want,
-        "the last of duplicate keys wins"
+    assert!(
+        parse_err(dup.as_bytes()).contains("duplicate field `price`"),
+        "a key given twice is an error, as with any serde type"
     );
 }
 
 #[test]
 fn rejects_bad_lines_with_a_reason() {
     let cases: Vec<(String, &str)> = vec![
-        (String::new(), "empty line"),
-        (" \r\n".into(), "empty line"),
-        ("[1]".into(), "expected a JSON object"),
-        ("{".into(), "malformed JSON"),
-        ("{\"event_type\":2,}".into(), "malformed JSON"),
+        (String::new(), "EOF while parsing a value"),
+        (" \r\n".into(), "EOF while parsing a value"),
+        ("[1]".into(), "invalid length 1, expected struct Line"),
+        ("{".into(), "EOF while parsing an object"),
+        ("{\"event_type\":2,}".into(), "trailing comma"),
         (BID.replace(r#","bid":{"#, r#","bid":null,"x":{"#), "`bid` is null or absent"),
         (BID.replace(r#""event_type":2,"#, ""), "missing field `event_type`"),
         (BID.replace(r#""event_type":2"#, r#""event_type":0"#), "event_type 0 (person) but the non-null object is `bid`"),
         (BID.replace(r#""event_type":2"#, r#""event_type":7"#), "event_type 7 is not 0"),
-        (BID.replace(r#""event_type":2"#, r#""event_type":"2""#), "wrong type for field `event_type`"),
-        (bid_with("price", ""), "missing field `bid.price`"),
-        (bid_with("price", "\"12\""), "wrong type for field `bid.price`: expected an integer, found a string"),
-        (bid_with("price", "null"), "wrong type for field `bid.price`: expected an integer, found null"),
-        (bid_with("price", "1.5"), "expected an integer that fits 64 bits, found 1.5"),
-        (bid_with("price", "99999999999999999999"), "fits 64 bits"),
-        (bid_with("price", "-"), "malformed JSON"),
-        (bid_with("price", "012"), "leading zero"),
-        (bid_with("channel", "7"), "wrong type for field `bid.channel`: expected a string, found a number"),
-        (bid_with("dateTime", "\"2024-13-01 00:00:00.000\""), "invalid timestamp in field `bid.dateTime`"),
-        (bid_with("dateTime", "\"2024-01-01\\n00:00:00\""), "invalid timestamp in field `bid.dateTime`"),
-        (bid_with("url", "\"\\ud800x\""), "surrogate"),
+        (BID.replace(r#""event_type":2"#, r#""event_type":"2""#), "invalid type: string \"2\", expected i64"),
+        (bid_with("price", ""), "missing field `price`"),
+        (bid_with("price", "\"12\""), "invalid type: string \"12\", expected i64"),
+        (bid_with("price", "null"), "invalid type: null, expected i64"),
+        (bid_with("price", "1.5"), "invalid type: floating point `1.5`, expected i64"),
+        (bid_with("price", "99999999999999999999"), "invalid type: floating point `1e+20`, expected i64"),
+        (bid_with("price", "-"), "invalid number"),
+        (bid_with("price", "012"), "invalid number"),
+        (bid_with("channel", "7"), "invalid type: integer `7`, expected a string"),
+        (bid_with("dateTime", "\"2024-13-01 00:00:00.000\""), "invalid timestamp \"2024-13-01 00:00:00.000\""),
+        (bid_with("dateTime", "\"2024-01-01\\n00:00:00\""), "invalid timestamp \"2024-01-01\\n00:00:00\""),
+        (bid_with("url", "\"\\ud800x\""), "unexpected end of hex escape"),
         (bid_with("url", "\"\\q\""), "invalid escape"),
-        (bid_with("url", "\"a\tb\""), "control character"),
-        (BID.replace(r#""person":null"#, r#""person":{"id":1}"#), "missing field `person.name`"),
-        (BID.replace(r#""person":null"#, r#""person":[]"#), "wrong type for field `person`: expected an object or null"),
-        (format!("{BID} x"), "after the object"),
-        (format!("{BID}{BID}"), "after the object"),
+        (bid_with("url", "\"a\tb\""), "control character (\\u0000-\\u001F) found while parsing a string"),
+        (BID.replace(r#""person":null"#, r#""person":{"id":1}"#), "missing field `name`"),
+        (BID.replace(r#""person":null"#, r#""person":[]"#), "invalid length 0, expected struct Person"),
+        (format!("{BID} x"), "trailing characters"),
+        (format!("{BID}{BID}"), "trailing characters"),
         (BID.replace(r#""auction":null,"#, r#""auction":{"id":1,"itemName":"i","description":"d","initialBid":1,"reserve":2,"dateTime":0,"expires":1,"seller":1,"category":10},"#), "more than one event"),
-        (BID.replace(r#""person":null"#, r#""person":nul"#), "malformed JSON"),
-        (BID.replace(r#""person":null"#, &format!(r#""deep":{}1{}"#, "[".repeat(5000), "]".repeat(5000))), "nested deeper"),
+        (BID.replace(r#""person":null"#, r#""person":nul"#), "expected ident"),
     ];
     for (line, want) in cases {
         let err = parse_err(line.as_bytes());
@@ -176,6 +174,12 @@ fn rejects_bad_lines_with_a_reason() {
     let at = BID.find("Google").unwrap() + 1;
     bad_utf8[at] = 0xff;
     assert!(parse_err(&bad_utf8).contains("invalid UTF-8"));
+    // An unknown value nested deeper than any known one is skipped, as serde_json skips it.
+    let deep = BID.replace(
+        r#""person":null"#,
+        &format!(r#""deep":{}1{}"#, "[".repeat(5000), "]".repeat(5000)),
+    );
+    assert_eq!(parse_ok(deep.as_bytes()), parse_ok(BID.as_bytes()));
 }
 
 #[test]
