@@ -1,20 +1,20 @@
-//! Decoding Nexmark JSON lines with general JSON libraries next to the hand-written parser.
+//! Decoding Nexmark JSON lines with general JSON decoders.
 //!
 //! `cargo bench -p spate-nexmark --bench decode`. Every benchmark decodes the same `EVENTS`
 //! lines of the generator's writer per iteration, so criterion's throughput line reads as
 //! events per second on one core. Two targets:
 //!
 //! * `full/*`: every field of every event, into serde types shaped like the JSON (owned
-//!   strings, timestamps parsed to epoch milliseconds), or the hand-written parser's `Event`
-//!   with every string materialized (`Projection::ALL`);
+//!   strings, timestamps parsed to epoch milliseconds), or rows of the same declared schema;
 //! * `bid_projection/*`: a user's projection `{ bid: Option<{ auction, price }> }`: every
-//!   other field is skipped without being built; the hand-written parser with
-//!   `Projection::NONE` (strings checked, left empty).
+//!   other field is skipped without being built.
 //!
-//! Candidates: `serde_json` as the JSON-lines source decoded until now (`from_utf8`, then
-//! `from_str`), `serde_json::from_slice`, `sonic-rs`, and the decoder that the JSON-lines
-//! source now uses for every serde type (`spate_connectors::files::decode_json_line`);
-//! beside them the schema path (`RowDecoder`, rows of a declared schema with the same fields).
+//! Candidates: `serde_json` (`from_utf8`, then `from_str`), `serde_json::from_slice`, and
+//! Spate's own deserializer (`spate_connectors::files::json`) as the line decoder
+//! (`general`: `decode_json_line`) and as the prefix decoder over the whole text
+//! (`general_prefix`: `decode_json_prefix`, what `JsonLinesSource::new` uses for every serde
+//! type); beside them the schema path (`RowDecoder`, rows of a declared schema with the same
+//! fields).
 
 use std::hint::black_box;
 
@@ -23,7 +23,7 @@ use serde::de::{DeserializeOwned, Visitor};
 use serde::{Deserialize, Deserializer};
 use spate_connectors::files::json::RowDecoder;
 use spate_nexmark::generator::{GeneratorConfig, NexmarkGenerator};
-use spate_nexmark::json::{parse_event_prefix, parse_timestamp, write_event, Projection};
+use spate_nexmark::json::{parse_timestamp, write_event};
 use spate_types::{DataType, Field, Schema};
 
 /// Events per iteration.
@@ -147,10 +147,6 @@ fn serde_json_slice<T: DeserializeOwned>(line: &[u8]) -> T {
     serde_json::from_slice(line).expect("decodes")
 }
 
-fn sonic<T: DeserializeOwned>(line: &[u8]) -> T {
-    sonic_rs::from_slice(line).expect("decodes")
-}
-
 fn general<T: DeserializeOwned>(line: &[u8]) -> T {
     spate_connectors::files::decode_json_line(line).expect("decodes")
 }
@@ -161,10 +157,9 @@ type Decode<T> = fn(&[u8]) -> T;
 fn bench_target<T: DeserializeOwned>(c: &mut Criterion, name: &str, lines: &[&[u8]]) {
     let mut group = c.benchmark_group(name);
     group.throughput(Throughput::Elements(lines.len() as u64));
-    let candidates: [(&str, Decode<T>); 4] = [
+    let candidates: [(&str, Decode<T>); 3] = [
         ("serde_json_str", serde_json_str::<T>),
         ("serde_json_slice", serde_json_slice::<T>),
-        ("sonic_rs", sonic::<T>),
         ("general", general::<T>),
     ];
     for (label, decode) in candidates {
@@ -176,6 +171,25 @@ fn bench_target<T: DeserializeOwned>(c: &mut Criterion, name: &str, lines: &[&[u
             })
         });
     }
+    group.finish();
+}
+
+/// Spate's deserializer as the JSON-lines source's prefix decoder: one value after another
+/// from the whole text, without splitting it into lines first.
+fn bench_prefix<T: DeserializeOwned>(c: &mut Criterion, name: &str, whole: &[u8]) {
+    let mut group = c.benchmark_group(name);
+    group.throughput(Throughput::Elements(EVENTS as u64));
+    group.bench_function("general_prefix", |b| {
+        b.iter(|| {
+            let mut at = 0;
+            while at < whole.len() {
+                let (event, n) = spate_connectors::files::decode_json_prefix::<T>(&whole[at..])
+                    .expect("generated lines decode");
+                black_box(event);
+                at += n;
+            }
+        })
+    });
     group.finish();
 }
 
@@ -253,23 +267,6 @@ fn bid_schema() -> Schema {
     )])
 }
 
-fn bench_hand(c: &mut Criterion, name: &str, whole: &[u8], projection: Projection) {
-    let mut group = c.benchmark_group(name);
-    group.throughput(Throughput::Elements(EVENTS as u64));
-    group.bench_function("hand_written_prefix", |b| {
-        b.iter(|| {
-            let mut at = 0;
-            while at < whole.len() {
-                let (event, n) =
-                    parse_event_prefix(&whole[at..], projection).expect("generated lines parse");
-                black_box(event);
-                at += n + 1;
-            }
-        })
-    });
-    group.finish();
-}
-
 fn decode(c: &mut Criterion) {
     let text = text();
     let lines: Vec<&[u8]> = text
@@ -278,11 +275,11 @@ fn decode(c: &mut Criterion) {
         .collect();
     assert_eq!(lines.len(), EVENTS);
     bench_target::<JsonEvent>(c, "full", &lines);
+    bench_prefix::<JsonEvent>(c, "full", &text);
     bench_rows(c, "full", &lines, &full_schema());
-    bench_hand(c, "full", &text, Projection::ALL);
     bench_target::<BidOnly>(c, "bid_projection", &lines);
+    bench_prefix::<BidOnly>(c, "bid_projection", &text);
     bench_rows(c, "bid_projection", &lines, &bid_schema());
-    bench_hand(c, "bid_projection", &text, Projection::NONE);
 }
 
 criterion_group!(benches, decode);

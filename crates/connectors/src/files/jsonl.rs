@@ -40,9 +40,10 @@
 //!
 //! [`JsonLinesSource::new`] decodes each line into any serde type and
 //! [`JsonLinesSource::with_schema`] into a [`Row`] of a declared schema, both with the general
-//! decoders of [`super::json`] (SIMD parsing, fields in any order, unknown fields skipped
-//! without being built); [`JsonLinesSource::with_decoder`] takes any other, and
-//! [`JsonLinesSource::prefix_decoder`] adds a fast path for one exact layout (Nexmark's).
+//! decoders of [`super::json`] (fields in any order, unknown fields skipped without being
+//! built); [`JsonLinesSource::with_decoder`] takes any other. [`JsonLinesSource::new`] also
+//! sets [`decode_json_prefix`] as its [`JsonLinesSource::prefix_decoder`]: a fast path that
+//! decodes a value straight from the read buffer, before the line's end is looked for.
 //!
 //! # Lines that are skipped or rejected
 //!
@@ -92,7 +93,7 @@ use spate_types::{
 };
 
 use super::discover::{io_error, list_input_files, InputFile};
-use super::json::RowDecoder;
+use super::json::{decode_json_prefix, RowDecoder};
 use crate::bad::{handle_bad_record, is_blank, strip_cr};
 
 /// The default size of a split: 64 MiB, like Flink's and Hadoop's default block size.
@@ -159,8 +160,16 @@ pub struct JsonLinesSource<T> {
 impl<T: DeserializeOwned + Send + 'static> JsonLinesSource<T> {
     /// Reads `path` (a file or a directory), decoding each line as JSON into `T` with
     /// [`decode_json_line`]: fields in any order, unknown fields skipped without being built.
+    ///
+    /// Lines are first tried with [`decode_json_prefix`] as the
+    /// [`prefix_decoder`](Self::prefix_decoder), which decodes each value straight from the
+    /// read buffer without looking for the line's end first; it takes the same lines and
+    /// gives the same records, and leaves any other line to [`decode_json_line`].
     pub fn new(path: impl Into<PathBuf>) -> Self {
-        Self::with_decoder(path, Arc::new(decode_json_line::<T>))
+        Self::with_decoder(path, Arc::new(decode_json_line::<T>)).prefix_decoder(Arc::new(
+            // The prefix decoder's length stops before the `\n`.
+            |text: &[u8]| decode_json_prefix::<T>(text).map(|(record, n)| (record, n - 1)),
+        ))
     }
 }
 

@@ -23,6 +23,7 @@ mod part;
 pub mod single_file_sink;
 
 pub use self::csv::CsvSource;
+pub use self::json::decode_json_prefix;
 pub use encode::LineEncoder;
 pub use file_sink::{FileSink, RollingPolicy, DEFAULT_WRITE_BUFFER};
 pub use jsonl::{

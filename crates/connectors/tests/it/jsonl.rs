@@ -602,3 +602,82 @@ fn a_file_that_changed_after_it_was_listed_fails_naming_it() {
         "{err}"
     );
 }
+
+/// Lines for [`Rec`] files: good ones in several layouts, and bad ones of every kind the
+/// prefix path must leave to the line decoder (a value going on past its line, CRLF, blanks,
+/// trailing bytes, invalid UTF-8, wrong types).
+fn rec_line_strategy() -> impl Strategy<Value = Vec<u8>> {
+    prop::sample::select(vec![
+        &br#"{"id":1,"name":"a"}"#[..],
+        br#" { "name" : "b\u00e9" , "extra":[1,{"x":null}], "id" : 2 } "#,
+        br#"{"name":"c\"q","id":3,"more":"\ud800"}"#,
+        b"{\"id\":4,\"name\":\"d\"}\r",
+        b"{\"id\":5,\r\"name\":\"e\"}",
+        b"{\"id\":6,",
+        b"\"name\":\"f\"}",
+        b"",
+        b"  \t",
+        br#"{"id":8,"name":"h"} x"#,
+        b"{\"id\":9,\"name\":\"\xff\"}",
+        br#"{"id":"ten","name":"j"}"#,
+        br#"{"id":11}"#,
+        br#"{"id":12,"name":"l","id":12}"#,
+        br#"{"id":13,"name":"m"}{"id":13,"name":"m"}"#,
+        br#"{"id":14,"name":"\ud800"}"#,
+        b"{\"id\":15,\"name\":\"\xc3\xa9\"}",
+    ])
+    .prop_map(<[u8]>::to_vec)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// `JsonLinesSource::<T>::new` (whose serde decoder runs on the prefix path) gives the
+    /// records and the bad records, with their exact line numbers and reasons, of decoding
+    /// each line alone with `decode_json_line`, for any split and block size.
+    #[test]
+    fn serde_sources_keep_exact_line_numbers(
+        lines in prop::collection::vec(rec_line_strategy(), 1..40),
+        trailing in any::<bool>(),
+        split_size in prop_oneof![1u64..64, 1u64..2000, Just(1u64 << 20)],
+        block_size in prop_oneof![1usize..64, Just(1 << 20)],
+        workers in 1usize..4,
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("recs.jsonl");
+        let mut text = lines.join(&b'\n');
+        if trailing {
+            text.push(b'\n');
+        }
+        std::fs::write(&path, &text).unwrap();
+        // The oracle: each line alone.
+        let mut good = Vec::new();
+        let mut bad = Vec::new();
+        for (i, line) in text.split(|&b| b == b'\n').enumerate() {
+            let line = line.strip_suffix(b"\r").unwrap_or(line);
+            if line.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            match spate_connectors::files::decode_json_line::<Rec>(line) {
+                Ok(record) => good.push(record),
+                Err(reason) => bad.push((i as u64 + 1, reason)),
+            }
+        }
+        let source = JsonLinesSource::<Rec>::new(&path)
+            .policy(BadRecordPolicy::DeadLetter("/dev/null".into()))
+            .split_size(split_size)
+            .block_size(block_size);
+        let mut records = Vec::new();
+        let mut letters = Vec::new();
+        for drained in read_all(&source, workers, 7) {
+            prop_assert!(drained.error.is_none());
+            records.extend(drained.records);
+            letters.extend(drained.dead.into_iter().map(|l| (l.line, l.reason)));
+        }
+        records.sort_by_key(|r| (r.id, r.name.clone()));
+        good.sort_by_key(|r| (r.id, r.name.clone()));
+        letters.sort();
+        prop_assert_eq!(records, good);
+        prop_assert_eq!(letters, bad);
+    }
+}

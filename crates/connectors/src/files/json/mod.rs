@@ -8,33 +8,30 @@
 //!
 //! # How
 //!
-//! Lines are parsed by `sonic-rs`, a SIMD JSON parser behind serde's traits (see
-//! BENCHMARKS.md, "General JSON decoding": on Nexmark lines it measured 1.0–1.95× (typically
-//! 1.2–1.5×) as fast as `serde_json`, and mostly ahead of `simd-json`, which must copy each
-//! line to parse it in place).
-//! Its SIMD paths are chosen at compile time; this workspace builds for the x86-64 baseline,
-//! where it uses its portable code and SSE2.
-//! A line it rejects is decoded again by `serde_json` ([`decode_reference`]), which then gives
-//! the reason of the rejection (with its column), or the record. So the two libraries can only
-//! differ on lines that `sonic-rs` accepts; on those the tests check that they agree, except
-//! for one, where `sonic-rs` is the one that is right:
+//! Lines are parsed by this module's own `serde` deserializer ([`de`]): general (the whole
+//! serde data model, as `serde_json` maps it), and measured faster than `serde_json` and
+//! `sonic-rs` on Nexmark lines (see BENCHMARKS.md, "General JSON decoding"). It accepts
+//! exactly the texts `serde_json::from_str` accepts, and gives the same values, with one
+//! difference, where it is the one that is right:
 //!
-//! * floats are correctly rounded; `serde_json`'s default parser is off by one unit in the
-//!   last place on rare inputs (such as `2.2250738585072011e-308`)
+//! * floats are correctly rounded (`str::parse::<f64>`); `serde_json`'s default parser is off
+//!   by a unit or a few in the last place on some inputs (such as `2.2250738585072011e-308`,
+//!   or `1.0251341954610321e121`, which the property tests found).
 //!
-//! and two cases where `sonic-rs` is not used, found in one pass over the line: a line that
-//! may nest deeper than 128 levels (more than 128 `[` and `{`: `sonic-rs` skips unknown
-//! values recursively, without a limit, so a deep enough line would overflow the stack;
-//! `serde_json` skips them without recursion and refuses to build a value deeper than 128
-//! levels), and a line that may hold a negative zero (`-0`, `-0.0`: `sonic-rs` drops its
-//! sign).
+//! A line it rejects is decoded again by `serde_json` ([`decode_reference`]), which gives the
+//! reason of the rejection in its wording (serde's for type errors), with its column; so the
+//! reasons of bad records are `serde_json`'s, and the second parse is paid by bad lines only.
 //!
 //! Both reject invalid UTF-8 anywhere in the line (also in skipped fields), control
 //! characters in strings, invalid escapes, trailing characters after the value, trailing
 //! commas, `NaN` and numbers out of a float's range; both accept lone surrogates (`\ud800`)
-//! in skipped strings and reject them in strings they decode. A key given twice is the
-//! type's business: serde's derived structs reject it (`duplicate field`), maps and
-//! [`Value`] keep the last one, and so does the schema path.
+//! in skipped strings and reject them in strings they decode; both refuse to build values
+//! nested deeper than 127 levels, and skip values of any depth (without recursion). A key
+//! given twice is the type's business: serde's derived structs reject it (`duplicate
+//! field`), maps and [`Value`] keep the last one, and so does the schema path.
+//!
+//! [`decode_json_prefix`] decodes the value at the start of a text that goes on past the
+//! line (the JSON-lines source's fast path: no search for the line end first).
 //!
 //! # The schema path
 //!
@@ -47,74 +44,50 @@
 //! integer (an integer is a float, though), and a timestamp is a
 //! `YYYY-MM-DD HH:MM:SS[.fff]` string or integer epoch milliseconds.
 
+pub mod de;
+
+#[cfg(test)]
+mod proptests;
+
 use std::fmt;
 use std::sync::Arc;
 
-use serde::de::{self, DeserializeOwned, DeserializeSeed, IgnoredAny, MapAccess, Visitor};
+use serde::de::{DeserializeOwned, DeserializeSeed, IgnoredAny, MapAccess, Visitor};
 use spate_types::{DataType, Row, Schema, Value};
 
-/// Decodes `line` into `T`: `sonic-rs` first, `serde_json` for a line it rejects or should
-/// not see ([`for_reference`]).
+pub use de::{from_slice, Deserializer, Error};
+
+/// Decodes `line` into `T` with [`de`]; a line it rejects goes to `serde_json` for the
+/// reason ([`decode_reference`]).
 pub(crate) fn decode<T: DeserializeOwned>(line: &[u8]) -> Result<T, String> {
-    if for_reference(line) {
-        return decode_reference(line);
-    }
-    match sonic_rs::from_slice(line) {
+    match de::from_slice(line) {
         Ok(record) => Ok(record),
         Err(_) => decode_reference(line),
     }
 }
 
-/// The most `[` and `{` a line may have for `sonic-rs`: `serde_json`'s limit on the nesting
-/// of values it builds (`sonic-rs` has none when it skips a value). Optimized, `sonic-rs`
-/// needs less than 64 KiB of stack for that; unoptimized (debug builds, tests) its frames are
-/// about a hundred times larger, so deeper lines go to `serde_json` there.
-const MAX_DEPTH: usize = if cfg!(debug_assertions) { 8 } else { 128 };
-
-/// Whether `line` must go to `serde_json` directly, in one pass over its bytes:
+/// Decodes one JSON value from the start of `text`, a line start, where the text goes on past
+/// the line's end: returns the value and the number of bytes consumed, up to and including
+/// the line's `\n`. `None` when the value does not end its line (only spaces, tabs or `\r`
+/// may follow it before the `\n`; a value that goes on past the `\n`, a line without `\n`
+/// in `text`, and a blank line are `None` too), or the line is not valid JSON of a `T`: the
+/// line then goes the line decoder's way ([`decode_json_line`](super::decode_json_line)),
+/// which says why. Whatever it returns, the line decoder returns for the same line.
 ///
-/// * it has more than [`MAX_DEPTH`] `[` and `{` (in strings too), so it may nest deeper than
-///   that (128 levels): `sonic-rs` skips unknown values recursively without a limit, so a deep enough line
-///   would overflow the stack; `serde_json` skips them without recursion (and refuses to
-///   build values deeper than that);
-/// * it may hold a negative zero (`-0`, `-0.0`, `-0e1`), whose sign `sonic-rs` drops.
+/// ```
+/// # use spate_connectors::files::json::decode_json_prefix;
+/// let text = b"{\"a\":1} \n{\"a\":2}\n";
+/// let (v, n): (serde_json::Value, usize) = decode_json_prefix(text).unwrap();
+/// assert_eq!((v["a"].as_i64(), n), (Some(1), 9));
+/// assert!(decode_json_prefix::<serde_json::Value>(b"{\"a\":\n1}\n").is_none());
+/// ```
 #[inline]
-fn for_reference(line: &[u8]) -> bool {
-    // `[` is 0x5b and `{` is 0x7b: one compare finds both. Counting in bytes over chunks of
-    // at most 255 lets the loop run 16 bytes at a time.
-    let openings: usize = line
-        .chunks(255)
-        .map(|chunk| {
-            let n = chunk
-                .iter()
-                .fold(0u8, |n, &b| n.wrapping_add(u8::from(b | 0x20 == b'{')));
-            usize::from(n)
-        })
-        .sum();
-    openings > MAX_DEPTH || memchr::memchr_iter(b'-', line).any(|at| negative_zero(&line[at + 1..]))
-}
-
-/// Whether the bytes after a `-` start a zero: `0`, then optionally `.` and zeros, not
-/// followed by another digit (`-0.5` is no zero, and `-01` or `-0` in a string such as a
-/// date are no JSON numbers, so the parser sees them as strings or rejects them).
-#[inline]
-fn negative_zero(after: &[u8]) -> bool {
-    let Some((b'0', rest)) = after.split_first() else {
-        return false;
-    };
-    let rest = match rest.split_first() {
-        Some((b'.', fraction)) => {
-            let zeros = fraction.iter().take_while(|&&b| b == b'0').count();
-            &fraction[zeros..]
-        }
-        _ => rest,
-    };
-    !matches!(rest.first(), Some(b'0'..=b'9'))
+pub fn decode_json_prefix<T: DeserializeOwned>(text: &[u8]) -> Option<(T, usize)> {
+    de::from_line_prefix(text)
 }
 
 /// Decodes `line` into `T` with `serde_json` alone: the reference that
-/// [`decode_json_line`](super::decode_json_line) falls back to, and what it decoded with
-/// before `sonic-rs`.
+/// [`decode_json_line`](super::decode_json_line) falls back to for the reason of a bad line.
 pub fn decode_reference<T: DeserializeOwned>(line: &[u8]) -> Result<T, String> {
     let text = std::str::from_utf8(line).map_err(|e| format!("invalid UTF-8: {e}"))?;
     serde_json::from_str(text).map_err(|e| json_reason(&e))
@@ -219,24 +192,16 @@ impl RowDecoder {
 
     /// Decodes one line (without its line end) into a row, or says in one line why not.
     pub fn decode(&self, line: &[u8]) -> Result<Row, String> {
-        // SIMD where the CPU has it; the standard library says where a line is not UTF-8.
-        let text = match simdutf8::basic::from_utf8(line) {
-            Ok(text) => text,
-            Err(_) => {
-                let err = std::str::from_utf8(line).expect_err("simdutf8 found invalid UTF-8");
-                return Err(format!("invalid UTF-8: {err}"));
-            }
-        };
-        if for_reference(line) {
-            return self.decode_reference(text);
-        }
-        let mut de = sonic_rs::Deserializer::from_str(text);
+        let mut de = de::Deserializer::new(line);
         let fast = RowSeed(&self.root)
             .deserialize(&mut de)
             .and_then(|values| de.end().map(|()| values));
         match fast {
             Ok(values) => Ok(Row(values)),
-            Err(_) => self.decode_reference(text),
+            Err(_) => match std::str::from_utf8(line) {
+                Ok(text) => self.decode_reference(text),
+                Err(e) => Err(format!("invalid UTF-8: {e}")),
+            },
         }
     }
 
@@ -256,7 +221,7 @@ struct RowSeed<'a>(&'a Prepared);
 
 impl<'de> DeserializeSeed<'de> for RowSeed<'_> {
     type Value = Vec<Value>;
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Vec<Value>, D::Error> {
+    fn deserialize<D: serde::de::Deserializer<'de>>(self, d: D) -> Result<Vec<Value>, D::Error> {
         d.deserialize_map(RowVisitor(self.0))
     }
 }
@@ -285,7 +250,7 @@ impl<'de> Visitor<'de> for RowVisitor<'_> {
         // here is a missing field.
         for (field, value) in fields.iter().zip(&values) {
             if !field.nullable && value.is_null() {
-                return Err(de::Error::custom(format_args!(
+                return Err(serde::de::Error::custom(format_args!(
                     "missing field `{}`",
                     field.path
                 )));
@@ -300,7 +265,7 @@ struct KeySeed<'a>(&'a Prepared);
 
 impl<'de> DeserializeSeed<'de> for KeySeed<'_> {
     type Value = Option<usize>;
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Option<usize>, D::Error> {
+    fn deserialize<D: serde::de::Deserializer<'de>>(self, d: D) -> Result<Option<usize>, D::Error> {
         d.deserialize_identifier(self)
     }
 }
@@ -312,7 +277,7 @@ impl<'de> Visitor<'de> for KeySeed<'_> {
         f.write_str("a field name")
     }
 
-    fn visit_str<E: de::Error>(self, key: &str) -> Result<Option<usize>, E> {
+    fn visit_str<E: serde::de::Error>(self, key: &str) -> Result<Option<usize>, E> {
         Ok(self.0.index_of(key))
     }
 }
@@ -322,13 +287,13 @@ struct FieldSeed<'a>(&'a PreparedField);
 
 impl<'de> DeserializeSeed<'de> for FieldSeed<'_> {
     type Value = Value;
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+    fn deserialize<D: serde::de::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
         d.deserialize_any(self)
     }
 }
 
 impl FieldSeed<'_> {
-    fn wrong<E: de::Error>(&self, found: &str) -> E {
+    fn wrong<E: serde::de::Error>(&self, found: &str) -> E {
         let expected = match self.0.kind {
             Kind::Bool => "a boolean",
             Kind::Int64 => "an integer",
@@ -343,7 +308,7 @@ impl FieldSeed<'_> {
         ))
     }
 
-    fn int<E: de::Error>(&self, v: i64) -> Result<Value, E> {
+    fn int<E: serde::de::Error>(&self, v: i64) -> Result<Value, E> {
         match self.0.kind {
             Kind::Int64 | Kind::Timestamp => Ok(Value::Int(v)),
             Kind::Float64 => Ok(Value::Float(v as f64)),
@@ -359,7 +324,7 @@ impl<'de> Visitor<'de> for FieldSeed<'_> {
         write!(f, "the value of field `{}`", self.0.path)
     }
 
-    fn visit_unit<E: de::Error>(self) -> Result<Value, E> {
+    fn visit_unit<E: serde::de::Error>(self) -> Result<Value, E> {
         if self.0.nullable {
             Ok(Value::Null)
         } else {
@@ -370,22 +335,22 @@ impl<'de> Visitor<'de> for FieldSeed<'_> {
         }
     }
 
-    fn visit_none<E: de::Error>(self) -> Result<Value, E> {
+    fn visit_none<E: serde::de::Error>(self) -> Result<Value, E> {
         self.visit_unit()
     }
 
-    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Value, E> {
+    fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<Value, E> {
         match self.0.kind {
             Kind::Bool => Ok(Value::Bool(v)),
             _ => Err(self.wrong("a boolean")),
         }
     }
 
-    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Value, E> {
+    fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Value, E> {
         self.int(v)
     }
 
-    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Value, E> {
+    fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Value, E> {
         match (i64::try_from(v), &self.0.kind) {
             (Ok(v), _) => self.int(v),
             (Err(_), Kind::Float64) => Ok(Value::Float(v as f64)),
@@ -397,14 +362,14 @@ impl<'de> Visitor<'de> for FieldSeed<'_> {
         }
     }
 
-    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Value, E> {
+    fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Value, E> {
         match self.0.kind {
             Kind::Float64 => Ok(Value::Float(v)),
             _ => Err(self.wrong("a float")),
         }
     }
 
-    fn visit_str<E: de::Error>(self, v: &str) -> Result<Value, E> {
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Value, E> {
         match self.0.kind {
             Kind::String => Ok(Value::Str(v.to_owned())),
             Kind::Timestamp => parse_timestamp_ms(v).map(Value::Int).ok_or_else(|| {
@@ -417,14 +382,14 @@ impl<'de> Visitor<'de> for FieldSeed<'_> {
         }
     }
 
-    fn visit_string<E: de::Error>(self, v: String) -> Result<Value, E> {
+    fn visit_string<E: serde::de::Error>(self, v: String) -> Result<Value, E> {
         match self.0.kind {
             Kind::String => Ok(Value::Str(v)),
             _ => self.visit_str(&v),
         }
     }
 
-    fn visit_seq<A: de::SeqAccess<'de>>(self, _seq: A) -> Result<Value, A::Error> {
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, _seq: A) -> Result<Value, A::Error> {
         Err(self.wrong("an array"))
     }
 
@@ -595,34 +560,38 @@ mod tests {
         decode(line).ok()
     }
 
+    /// The deserializer alone, without the fallback to `serde_json`.
+    fn fast<T: DeserializeOwned>(line: &[u8]) -> Result<T, String> {
+        de::from_slice(line).map_err(|e| e.to_string())
+    }
+
     #[test]
-    fn sonic_and_serde_json_accept_the_same_edge_cases() {
+    fn the_deserializer_and_serde_json_agree_on_edge_cases() {
         for &line in EDGE_CASES {
             let shown = String::from_utf8_lossy(line);
             assert_eq!(
-                outcome::<R>(decode, line),
+                outcome::<R>(fast, line),
                 outcome::<R>(decode_reference, line),
                 "{shown}"
             );
             assert_eq!(
-                outcome::<serde_json::Value>(decode, line),
+                outcome::<serde_json::Value>(fast, line),
                 outcome::<serde_json::Value>(decode_reference, line),
                 "{shown}"
             );
             assert_eq!(
-                outcome::<Value>(decode, line),
+                outcome::<Value>(fast, line),
                 outcome::<Value>(decode_reference, line),
                 "{shown}"
             );
-            // sonic-rs alone, without the fallback: it must not accept what serde_json
-            // refuses.
-            let sonic: Result<IgnoredAny, _> = sonic_rs::from_slice(line);
-            let reference: Result<IgnoredAny, _> = decode_reference(line);
-            assert_eq!(sonic.is_ok(), reference.is_ok(), "{shown}");
-            let sonic: Result<R, _> = sonic_rs::from_slice(line);
             assert_eq!(
-                sonic.is_ok(),
-                decode_reference::<R>(line).is_ok(),
+                fast::<IgnoredAny>(line).is_ok(),
+                decode_reference::<IgnoredAny>(line).is_ok(),
+                "{shown}"
+            );
+            assert_eq!(
+                outcome::<R>(decode, line),
+                outcome::<R>(decode_reference, line),
                 "{shown}"
             );
         }
@@ -638,27 +607,335 @@ mod tests {
     }
 
     #[test]
-    fn negative_zeros_and_deep_lines_go_to_serde_json() {
+    fn negative_zeros_keep_their_sign() {
         for line in [&br#"{"f":-0}"#[..], br#"{"f":-0.0}"#, br#"{"f":-0.000e5}"#] {
-            let f = decode::<R>(line).unwrap().f.unwrap();
+            let f = fast::<R>(line).unwrap().f.unwrap();
             assert_eq!(f.to_bits(), (-0.0f64).to_bits());
-            let v = decode::<Value>(line).unwrap();
+            let v = fast::<Value>(line).unwrap();
             assert_eq!(v.get("f"), Some(&Value::Float(-0.0)));
+            let v = fast::<serde_json::Value>(line).unwrap();
+            assert_eq!(v, decode_reference::<serde_json::Value>(line).unwrap());
+            assert!(v["f"].is_f64());
         }
-        assert!(!for_reference(
-            br#"{"f":-0.5,"d":"2024-01-01 00:00:00.000","g":-10}"#
-        ));
-        assert!(for_reference(br#"{"f":[-0]}"#));
-        // A skipped field nested far too deep for sonic-rs's recursion: serde_json skips it
-        // (without recursion) instead of a stack overflow; a value built that deep is
-        // refused past 128 levels, as serde_json always did.
+    }
+
+    #[test]
+    fn skipped_values_nest_freely_built_ones_127_levels() {
+        // A skipped field nested far deeper than any stack would take recursion: skipped
+        // without recursion (as serde_json does); a value built that deep is refused past
+        // 127 levels, serde_json's recursion limit, with an error, not a stack overflow.
         let nested = |depth: usize| format!("{{\"z\":{}{}}}", "[".repeat(depth), "]".repeat(depth));
-        assert!(decode::<R>(nested(100_000).as_bytes()).is_ok());
-        assert!(decode::<Value>(nested(100_000).as_bytes()).is_err());
-        assert!(decode::<Value>(nested(126).as_bytes()).is_ok());
+        let deep = nested(100_000);
+        assert!(fast::<R>(deep.as_bytes()).is_ok());
+        assert!(fast::<IgnoredAny>(deep.as_bytes()).is_ok());
+        assert!(decode_reference::<R>(deep.as_bytes()).is_ok());
+        let err = fast::<Value>(deep.as_bytes()).unwrap_err();
+        assert!(err.starts_with("recursion limit exceeded"), "{err}");
+        assert!(fast::<serde_json::Value>(deep.as_bytes()).is_err());
+        for depth in [125, 126, 127, 128] {
+            let line = nested(depth);
+            assert_eq!(
+                fast::<serde_json::Value>(line.as_bytes()).is_ok(),
+                decode_reference::<serde_json::Value>(line.as_bytes()).is_ok(),
+                "{depth}"
+            );
+        }
+        assert!(fast::<Value>(nested(126).as_bytes()).is_ok());
+        assert!(fast::<Value>(nested(127).as_bytes()).is_err());
+        // Mismatched brackets in a skipped value.
+        assert!(fast::<R>(br#"{"z":[[1}]}"#).is_err());
+        assert!(fast::<R>(br#"{"z":{"a":[}]}"#).is_err());
         let decoder = RowDecoder::new(&Schema::new(vec![Field::new("a", DataType::Int64)]));
-        assert!(decoder.decode(nested(100_000).as_bytes()).is_ok());
+        assert!(decoder.decode(deep.as_bytes()).is_ok());
         assert!(decoder.decode(br#"{"a":[[[[[1]]]]]}"#).is_err());
+    }
+
+    #[derive(Debug, serde::Deserialize, PartialEq)]
+    struct Bid {
+        auction: u64,
+        bidder: i64,
+        price: f64,
+        channel: String,
+        tags: Vec<String>,
+        kind: Option<Kind>,
+        #[serde(default)]
+        extra: String,
+    }
+
+    #[derive(Debug, serde::Deserialize, PartialEq)]
+    enum Kind {
+        Plain,
+        Rated(u8),
+        Named { name: String },
+    }
+
+    /// The issue's test: the same records with fields reordered, extra whitespace and extra
+    /// unknown fields decode identically, by both decoders and into a declared schema.
+    #[test]
+    fn reordered_fields_whitespace_and_unknown_fields_decode_identically() {
+        let plain = br#"{"auction":7,"bidder":-3,"price":1.5,"channel":"Google","tags":["a","b"],"kind":{"Rated":4},"extra":"x"}"#;
+        let shuffled = b"  {\t\"kind\" : { \"Rated\" :4 } ,\"zz\":{\"deep\":[1,[2,{\"q\":\"\\\"}\"}]]},\r\n \"tags\":[ \"a\" , \"b\" ], \"price\" :1.5e0,\"unknown\":null, \"channel\":\"Goo\\u0067le\",\"bidder\" : -3,\"auction\":7 , \"extra\":\"x\", \"more\":[true,false,-0.0e-1]}  ";
+        let expected = Bid {
+            auction: 7,
+            bidder: -3,
+            price: 1.5,
+            channel: "Google".into(),
+            tags: vec!["a".into(), "b".into()],
+            kind: Some(Kind::Rated(4)),
+            extra: "x".into(),
+        };
+        for line in [&plain[..], &shuffled[..]] {
+            assert_eq!(decode::<Bid>(line).unwrap(), expected);
+            assert_eq!(fast::<Bid>(line).unwrap(), expected);
+            assert_eq!(decode_reference::<Bid>(line).unwrap(), expected);
+            let mut text = line.to_vec();
+            text.extend_from_slice(b"\n{\"next\":1}\n");
+            if line.contains(&b'\n') {
+                // A value that goes on past its line is not the prefix path's.
+                assert!(decode_json_prefix::<Bid>(&text).is_none());
+                let one_line: Vec<u8> = line
+                    .iter()
+                    .map(|&b| if b == b'\n' { b' ' } else { b })
+                    .collect();
+                text = one_line;
+                text.extend_from_slice(b"\n{\"next\":1}\n");
+            }
+            let (bid, n) = decode_json_prefix::<Bid>(&text).unwrap();
+            assert_eq!((bid, n), (expected_again(), line.len() + 1));
+        }
+        // A projection: a type with fewer fields.
+        #[derive(Debug, serde::Deserialize, PartialEq)]
+        struct Projected {
+            price: f64,
+            auction: u64,
+        }
+        for line in [&plain[..], &shuffled[..]] {
+            assert_eq!(
+                fast::<Projected>(line).unwrap(),
+                Projected {
+                    price: 1.5,
+                    auction: 7
+                }
+            );
+        }
+        let decoder = RowDecoder::new(&Schema::new(vec![
+            Field::not_null("auction", DataType::Int64),
+            Field::new("channel", DataType::String),
+            Field::new("price", DataType::Float64),
+        ]));
+        let row = Row(vec![
+            Value::Int(7),
+            Value::Str("Google".into()),
+            Value::Float(1.5),
+        ]);
+        assert_eq!(decoder.decode(plain).unwrap(), row);
+        assert_eq!(decoder.decode(shuffled).unwrap(), row);
+        // A unit and a struct variant, `#[serde(default)]` missing.
+        let line = br#"{"kind":"Plain","tags":[],"channel":"","price":0,"bidder":0,"auction":0}"#;
+        assert_eq!(fast::<Bid>(line).unwrap().kind, Some(Kind::Plain));
+        assert_eq!(fast::<Bid>(line).unwrap().extra, "");
+        let line = br#"{"kind":{"Named":{"name":"n"}},"tags":[],"channel":"","price":0,"bidder":0,"auction":0}"#;
+        assert_eq!(
+            fast::<Bid>(line).unwrap().kind,
+            Some(Kind::Named { name: "n".into() })
+        );
+    }
+
+    fn expected_again() -> Bid {
+        Bid {
+            auction: 7,
+            bidder: -3,
+            price: 1.5,
+            channel: "Google".into(),
+            tags: vec!["a".into(), "b".into()],
+            kind: Some(Kind::Rated(4)),
+            extra: "x".into(),
+        }
+    }
+
+    #[test]
+    fn escapes_decode_as_serde_json_does() {
+        let cases: &[&[u8]] = &[
+            br#""\"\\\/\b\f\n\r\t""#,
+            br#""\u0041\u00e9\u65e5\uD83D\uDE00\ud83d\ude00""#,
+            "\"é日本😀 plain\"".as_bytes(),
+            br#""x\u0000y""#,
+            br#""\ud800""#,
+            br#""\udc00""#,
+            br#""\ud83d\u0041""#,
+            br#""\ud83dx""#,
+            br#""\ud83d\n""#,
+            br#""\u12""#,
+            br#""\u12G4""#,
+            br#""\x""#,
+            b"\"a\tb\"",
+            b"\"\xe9\"",
+            b"\"\xed\xa0\x80\"",
+            br#""a"#,
+            br#""a\"#,
+        ];
+        for &text in cases {
+            let shown = String::from_utf8_lossy(text);
+            let ours = fast::<String>(text).ok();
+            let reference = decode_reference::<String>(text).ok();
+            assert_eq!(ours, reference, "{shown}");
+            // Skipped, lone surrogates are fine (as in serde_json); the rest is the same.
+            assert_eq!(
+                fast::<IgnoredAny>(text).is_ok(),
+                decode_reference::<IgnoredAny>(text).is_ok(),
+                "{shown}"
+            );
+        }
+        assert_eq!(
+            fast::<String>(br#""\ud83d\ude00\t""#).unwrap(),
+            "\u{1f600}\t"
+        );
+        assert!(fast::<IgnoredAny>(br#""\ud800""#).is_ok());
+        // Byte strings take lone surrogates as WTF-8, as serde_json's do.
+        let bytes: serde_bytes_like::Bytes = de::from_slice(br#""a\ud801""#).unwrap();
+        assert_eq!(bytes.0, b"a\xed\xa0\x81");
+    }
+
+    /// A byte buffer deserialized with `deserialize_byte_buf`.
+    mod serde_bytes_like {
+        pub struct Bytes(pub Vec<u8>);
+        impl<'de> serde::Deserialize<'de> for Bytes {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                struct V;
+                impl serde::de::Visitor<'_> for V {
+                    type Value = Bytes;
+                    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                        f.write_str("bytes")
+                    }
+                    fn visit_bytes<E>(self, v: &[u8]) -> Result<Bytes, E> {
+                        Ok(Bytes(v.to_vec()))
+                    }
+                }
+                d.deserialize_byte_buf(V)
+            }
+        }
+    }
+
+    #[test]
+    fn strings_without_escapes_are_borrowed() {
+        #[derive(serde::Deserialize)]
+        struct B<'a> {
+            #[serde(borrow)]
+            plain: std::borrow::Cow<'a, str>,
+            #[serde(borrow)]
+            escaped: std::borrow::Cow<'a, str>,
+            s: &'a str,
+        }
+        let line = br#"{"plain":"abc","escaped":"a\nc","s":"x"}"#;
+        let b: B = de::from_slice(line).unwrap();
+        assert!(matches!(b.plain, std::borrow::Cow::Borrowed("abc")));
+        assert!(matches!(b.escaped, std::borrow::Cow::Owned(ref s) if s == "a\nc"));
+        assert_eq!(b.s, "x");
+        // A `&str` cannot take an escaped string: an error, as in serde_json.
+        assert!(de::from_slice::<B>(br#"{"plain":"","escaped":"","s":"\n"}"#).is_err());
+    }
+
+    #[test]
+    fn duplicate_fields_are_the_types_business() {
+        let line = br#"{"n":1,"a":"x","n":2}"#;
+        assert_eq!(
+            fast::<R>(line).unwrap_err(),
+            "duplicate field `n` at column 19"
+        );
+        assert_eq!(
+            decode::<R>(line).unwrap_err(),
+            decode_reference::<R>(line).unwrap_err()
+        );
+        let v = fast::<serde_json::Value>(line).unwrap();
+        assert_eq!(v, decode_reference::<serde_json::Value>(line).unwrap());
+        assert_eq!(v["n"], 2);
+    }
+
+    #[test]
+    fn numbers_at_the_edges() {
+        let v = fast::<serde_json::Value>(
+            br#"[0,-0,18446744073709551615,18446744073709551616,-9223372036854775808,-9223372036854775809,1e2,-1.5E-3]"#,
+        )
+        .unwrap();
+        assert!(v[0].is_u64() && v[1].is_f64() && v[2].is_u64() && v[3].is_f64());
+        assert!(v[4].is_i64() && v[5].is_f64() && v[6].is_f64());
+        assert_eq!(v[2].as_u64(), Some(u64::MAX));
+        assert_eq!(v[4].as_i64(), Some(i64::MIN));
+        assert_eq!(
+            fast::<i128>(b"-170141183460469231731687303715884105728").unwrap(),
+            i128::MIN
+        );
+        assert_eq!(
+            fast::<u128>(b"340282366920938463463374607431768211455").unwrap(),
+            u128::MAX
+        );
+        assert!(fast::<u128>(b"340282366920938463463374607431768211456").is_err());
+        assert!(fast::<u128>(b"-1").is_err());
+        assert!(fast::<i128>(b"1.5").is_err());
+        assert!(fast::<u8>(b"256").is_err());
+        assert!(fast::<i64>(b"1.0").is_err());
+        assert_eq!(fast::<f64>(b"1").unwrap(), 1.0);
+        assert!(fast::<f64>(b"1e400").is_err());
+        assert_eq!(fast::<f64>(b"1e-400").unwrap(), 0.0);
+        for bad in [
+            &b"01"[..],
+            b"-",
+            b"1.",
+            b".5",
+            b"+1",
+            b"1e",
+            b"1e+",
+            b"NaN",
+            b"--1",
+        ] {
+            assert!(fast::<serde_json::Value>(bad).is_err(), "{bad:?}");
+            assert!(fast::<IgnoredAny>(bad).is_err(), "{bad:?}");
+        }
+        // Map keys that are numbers, in quotes, as serde_json reads them.
+        let m: std::collections::BTreeMap<i64, bool> =
+            de::from_slice(br#"{"-1":true,"2":false}"#).unwrap();
+        assert_eq!(
+            m.into_iter().collect::<Vec<_>>(),
+            vec![(-1, true), (2, false)]
+        );
+        assert!(de::from_slice::<std::collections::BTreeMap<i64, bool>>(br#"{"x":true}"#).is_err());
+    }
+
+    #[test]
+    fn prefixes_end_at_their_line_end() {
+        let text = b"{\"n\":1} \t\r\n{\"n\":2}\n";
+        let (r, n) = decode_json_prefix::<R>(text).unwrap();
+        assert_eq!((r.n, n), (Some(1), 11));
+        let (r, n) = decode_json_prefix::<R>(&text[n..]).unwrap();
+        assert_eq!((r.n, n), (Some(2), 8));
+        for text in [
+            // The value ends before the line does.
+            &b"{\"n\":1} x\n{\"n\":2}\n"[..],
+            b"{\"n\":1}{\"n\":2}\n",
+            // It goes on past the line end.
+            b"{\"n\":\n1}\n",
+            b"{\"n\":1\n}\n",
+            b"{\"a\":\"x\ny\"}\n",
+            b"\n{\"n\":1}\n",
+            // No line end at all, or a blank line, or no valid record.
+            b"{\"n\":1}",
+            b"   \n",
+            b"{\"n\":\"1\"}\n",
+            b"{\"n\":1,\"n\":2}\n",
+            b"{\"a\":\"\xff\"}\n",
+        ] {
+            assert!(
+                decode_json_prefix::<R>(text).is_none(),
+                "{}",
+                String::from_utf8_lossy(text)
+            );
+        }
+        // Scalars and arrays are values too.
+        assert_eq!(decode_json_prefix::<u32>(b"42\n7\n"), Some((42, 3)));
+        assert_eq!(
+            decode_json_prefix::<Vec<u8>>(b"[1, 2]\n"),
+            Some((vec![1, 2], 7))
+        );
     }
 
     #[test]
