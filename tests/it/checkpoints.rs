@@ -101,11 +101,6 @@ impl<T: Data, S: Source<T>> Source<T> for Flaky<S> {
     }
 }
 
-/// Whether a checkpoint under `dir` is complete (has its manifest).
-pub(crate) fn checkpointed(dir: &Path) -> bool {
-    completed(dir) > 0
-}
-
 /// How many checkpoints under `dir` are complete (have their manifest).
 fn completed(dir: &Path) -> usize {
     std::fs::read_dir(dir)

@@ -257,8 +257,8 @@ fn run_query(args: &RunArgs) -> Result<()> {
         Some(path) => {
             // Decoded as any user's JSON lines: a serde type of the wire layout, then the
             // event (a chained map, no extra operator).
-            let source = JsonLinesSource::<JsonEvent>::new(path.clone())
-                .policy(args.bad_records.clone());
+            let source =
+                JsonLinesSource::<JsonEvent>::new(path.clone()).policy(args.bad_records.clone());
             (
                 env.from_source(source)
                     .name("events")

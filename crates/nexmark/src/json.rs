@@ -790,7 +790,6 @@ pub fn event_from_json_value(v: &serde_json::Value) -> Result<Event, String> {
     assemble(event_type, person, auction, bid)
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -876,7 +875,10 @@ mod tests {
         let Ok(Event::Bid(b)) = parse_event(bid.as_bytes()) else {
             panic!("{:?}", parse_event(bid.as_bytes()))
         };
-        assert_eq!((b.auction, b.price, b.date_time), (1000, 1102, 1_704_067_200_000));
+        assert_eq!(
+            (b.auction, b.price, b.date_time),
+            (1000, 1102, 1_704_067_200_000)
+        );
         assert_eq!(&*b.extra, "x");
         // Absent objects are null, `extra` may be absent, times may be integers.
         let short = r#"{"bid":{"auction":1,"bidder":2,"price":3,"channel":"c","url":"u","dateTime":5},"event_type":2}"#;
