@@ -12,6 +12,7 @@ mod file_checkpoints;
 mod flow_control;
 mod functions;
 mod joins;
+mod keyed_lifecycle;
 mod operators;
 mod sensors;
 mod sliced_windows;

@@ -23,8 +23,11 @@
 //! job starts, before any record, with a [`RuntimeContext`]: the instance's index, the
 //! parallelism, the operator's and the job's names, and a [`MetricGroup`] whose counters
 //! show in [`crate::JobResult::metrics`] as `<operator>.<name>`. `close` runs once the
-//! instance's input has ended (at the end of a bounded input, or after a clean stop); a
-//! failing job drops its instances without `close`. Such a function's fields are not
+//! instance's input has ended (at the end of a bounded input, or after a clean stop), or,
+//! as in Flink, when a failing job drops its instances (the failure's error stands then,
+//! whatever `close` returns). Keyed process functions ([`crate::KeyedProcessFunction`],
+//! [`crate::KeyedCoProcessFunction`]) have the same `open` and `close`, once per worker
+//! instance, `open` after the instance's state is restored. Such a function's fields are not
 //! checkpointed: state that must survive a restart belongs in keyed state or in
 //! [`crate::CheckpointedFunction`].
 
@@ -41,7 +44,7 @@ use timely::dataflow::operators::Operator;
 use crate::execute::{BuildCtx, JobShared};
 use crate::metrics::Metrics;
 use crate::plan::{Epoch, Flow};
-use crate::process::{OutputTag, Tagged};
+use crate::process::{Closing, OutputTag, Tagged};
 use crate::stream::DataStream;
 use crate::time::{Timestamp, WmMsg, WmTracker, NO_TIMESTAMP};
 
@@ -239,8 +242,8 @@ pub trait ProcessFunction<I, O>: Clone + Send + 'static {
         ctx: &mut ProcessFunctionContext<'_, O>,
     ) -> FunctionResult;
 
-    /// Ends this instance once its input has ended (also after a clean stop); not called
-    /// when the job fails.
+    /// Ends this instance once its input has ended (also after a clean stop), or when the job
+    /// fails (then its outcome is ignored).
     fn close(&mut self) -> FunctionResult {
         Ok(())
     }
@@ -404,20 +407,14 @@ fn fail_with(shared: &JobShared, operator: &str, e: &FunctionError) {
 fn build_process<'s, I: Data, O: Clone + 'static, F: ProcessFunction<I, O>>(
     ctx: &mut BuildCtx<'s>,
     input: Flow<'s, I>,
-    mut f: F,
+    f: F,
     name: &str,
 ) -> Flow<'s, Tagged<O>> {
     let shared = Arc::clone(ctx.shared());
     let operator = name.to_owned();
     let runtime = RuntimeContext::new(ctx, name);
-    let mut failed = match guard(&shared, &operator, || f.open(&runtime)) {
-        Some(Ok(())) => false,
-        Some(Err(e)) => {
-            fail_with(&shared, &operator, &e);
-            true
-        }
-        None => true,
-    };
+    let mut f = Closing::open(f, &shared, &operator, |f| f.open(&runtime), |f| f.close());
+    let mut failed = !f.is_open();
     let data = input
         .data
         .binary_frontier::<_, CapacityContainerBuilder<Vec<(Timestamp, Tagged<O>)>>, _, _, _, _>(
@@ -445,7 +442,7 @@ fn build_process<'s, I: Data, O: Clone + 'static, F: ProcessFunction<I, O>>(
                         let result = guard(&shared, &operator, || {
                             for (ts, x) in batch.drain(..) {
                                 c.timestamp = ts;
-                                f.process_element(x, &mut c)?;
+                                f.f.process_element(x, &mut c)?;
                             }
                             Ok::<(), FunctionError>(())
                         });
@@ -486,11 +483,9 @@ fn build_process<'s, I: Data, O: Clone + 'static, F: ProcessFunction<I, O>>(
                     }
                     if data_frontier.is_empty() && !closed {
                         closed = true;
+                        // After a failure the instance closes when the job drops it.
                         if !failed {
-                            match guard(&shared, &operator, || f.close()) {
-                                Some(Ok(())) | None => {}
-                                Some(Err(e)) => fail_with(&shared, &operator, &e),
-                            }
+                            f.close();
                         }
                     }
                 }

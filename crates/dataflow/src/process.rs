@@ -34,6 +34,7 @@ use timely::dataflow::operators::{Capability, Operator};
 
 use crate::checkpoint::boundary;
 use crate::execute::{BuildCtx, JobShared};
+use crate::function::{FunctionResult, RuntimeContext};
 use crate::keyed::{KeyFn, KeyedStream};
 use crate::plan::{Epoch, ErasedStream, Flow, NodeKind, TStream, WStream};
 use crate::state::backend::{
@@ -318,6 +319,16 @@ pub trait KeyedProcessFunction<K, I, O>: Send + Sync + 'static {
     /// The per-key state; it is checkpointed, so it serializes.
     type State: serde::Serialize + serde::de::DeserializeOwned + 'static;
 
+    /// Prepares the function on one worker's instance (Flink's `RichFunction.open`): runs once
+    /// per instance, after its state has been restored and before its first record or timer.
+    /// The instance is shared by the worker's keys (and `&self` by the process's workers):
+    /// per-instance fields need interior mutability, keyed per
+    /// [`RuntimeContext::index_of_this_subtask`]. An `Err` fails the job.
+    fn open(&self, ctx: &RuntimeContext) -> FunctionResult {
+        let _ = ctx;
+        Ok(())
+    }
+
     /// Handles one record of the current key.
     fn process_element(&self, value: I, ctx: &mut ProcessContext<'_, K, Self::State, O>);
 
@@ -329,6 +340,79 @@ pub trait KeyedProcessFunction<K, I, O>: Send + Sync + 'static {
         ctx: &mut ProcessContext<'_, K, Self::State, O>,
     ) {
         let _ = (timestamp, domain, ctx);
+    }
+
+    /// Ends the function on one worker's instance (Flink's `RichFunction.close`): once, after
+    /// the instance's last output at the end of its input, or when the job fails (then an
+    /// `Err` or a panic is ignored: the job has failed already).
+    fn close(&self) -> FunctionResult {
+        Ok(())
+    }
+}
+
+/// A function instance that is closed once: at the end of its input ([`Closing::close`]), or
+/// when it is dropped without having been closed (a failed job drops its operators), as Flink
+/// closes its functions on failure too.
+pub(crate) struct Closing<F> {
+    pub(crate) f: F,
+    close: fn(&mut F) -> FunctionResult,
+    shared: Arc<JobShared>,
+    name: String,
+    open: bool,
+}
+
+impl<F> Closing<F> {
+    /// Opens `f` with `open` (a panic or an `Err` fails the job, and the instance is then not
+    /// closed: Flink does not close a function whose `open` threw); `close` closes it.
+    pub(crate) fn open(
+        mut f: F,
+        shared: &Arc<JobShared>,
+        name: &str,
+        open: impl FnOnce(&mut F) -> FunctionResult,
+        close: fn(&mut F) -> FunctionResult,
+    ) -> Self {
+        let opened = match crate::function::guard(shared, name, || open(&mut f)) {
+            Some(Ok(())) => true,
+            Some(Err(e)) => {
+                shared.fail(SpateError::function(name, &e));
+                false
+            }
+            None => false,
+        };
+        Closing {
+            f,
+            close,
+            shared: Arc::clone(shared),
+            name: name.to_owned(),
+            open: opened,
+        }
+    }
+
+    /// Whether `open` succeeded and `close` has not run yet.
+    pub(crate) fn is_open(&self) -> bool {
+        self.open
+    }
+
+    /// Closes the instance at the end of its input: an `Err` or a panic fails the job.
+    pub(crate) fn close(&mut self) {
+        if std::mem::take(&mut self.open) {
+            let (f, close) = (&mut self.f, self.close);
+            match crate::function::guard(&self.shared, &self.name, || close(f)) {
+                Some(Ok(())) | None => {}
+                Some(Err(e)) => self.shared.fail(SpateError::function(&self.name, &e)),
+            }
+        }
+    }
+}
+
+impl<F> Drop for Closing<F> {
+    fn drop(&mut self) {
+        // Not closed at the end of the input: the job failed (or stopped). Its error stands;
+        // the close's own outcome is ignored.
+        if std::mem::take(&mut self.open) {
+            let (f, close) = (&mut self.f, self.close);
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| close(f)));
+        }
     }
 }
 
@@ -597,6 +681,7 @@ where
     let read_file = ctx.restored_file_reader();
     let states = ctx.keyed_states::<K, F::State>(snap.is_some(), group);
     let me = ctx.index() as u64;
+    let runtime = RuntimeContext::new(ctx, name);
     let env = OperatorEnv {
         shared: Arc::clone(ctx.shared()),
         late_dropped: ctx
@@ -633,6 +718,14 @@ where
                 if let Err(e) = inst.restore(&restored, &*read_file, mine, group, maxp) {
                     inst.env.shared.fail(e);
                 }
+                // Opened once its state is restored, before its first record or timer.
+                let mut f = Closing::open(
+                    f,
+                    &inst.env.shared,
+                    &inst.env.name,
+                    |f| f.open(&runtime),
+                    |f| f.close(),
+                );
                 let mut next_c: u64 = 1;
                 let mut stash: Vec<Held<I>> = Vec::new();
                 move |(data, data_frontier), (wms, wm_frontier), output| {
@@ -655,7 +748,7 @@ where
                             return;
                         }
                         for batch in batches {
-                            inst.process(&*f, &key, batch.drain(..));
+                            inst.process(&*f.f, &key, batch.drain(..));
                         }
                         if !inst.out.is_empty() {
                             emitted.extend(inst.out.drain(..).map(|(t, o)| (t, Out::Record(o))));
@@ -676,7 +769,7 @@ where
                     if open.is_none() && !stash.is_empty() {
                         stash.sort_by_key(|(c, _)| *c.time());
                         for (cap, records) in std::mem::take(&mut stash) {
-                            inst.process(&*f, &key, records.into_iter());
+                            inst.process(&*f.f, &key, records.into_iter());
                             if !inst.out.is_empty() {
                                 emitted
                                     .extend(inst.out.drain(..).map(|(t, o)| (t, Out::Record(o))));
@@ -693,7 +786,7 @@ where
                                 inst.watermark = next.wm;
                                 while let Some((ts, k)) = inst.event_timers.pop(inst.watermark) {
                                     inst.with_key(k, ts, |c| {
-                                        f.on_timer(ts, TimeDomain::EventTime, c)
+                                        f.f.on_timer(ts, TimeDomain::EventTime, c)
                                     });
                                 }
                             }
@@ -724,7 +817,7 @@ where
                         let mut now = now;
                         now.sort_by_key(|(c, _)| *c.time());
                         for (cap, records) in now {
-                            inst.process(&*f, &key, records.into_iter());
+                            inst.process(&*f.f, &key, records.into_iter());
                             if !inst.out.is_empty() {
                                 emitted
                                     .extend(inst.out.drain(..).map(|(t, o)| (t, Out::Record(o))));
@@ -740,7 +833,7 @@ where
                             let now = processing_time_now();
                             while let Some((ts, k)) = inst.processing_timers.pop(now - 1) {
                                 inst.with_key(k, NO_TIMESTAMP, |c| {
-                                    f.on_timer(ts, TimeDomain::ProcessingTime, c)
+                                    f.f.on_timer(ts, TimeDomain::ProcessingTime, c)
                                 });
                             }
                             if !inst.out.is_empty() {
@@ -767,8 +860,9 @@ where
                     if ended {
                         // Pending processing-time timers are dropped, and event-time timers
                         // beyond the last watermark (a stop rather than an end) stay unfired,
-                        // as in Flink.
+                        // as in Flink. The function closes after its last output.
                         frontier_cap = None;
+                        f.close();
                     }
                 }
             },
@@ -1020,6 +1114,17 @@ pub trait KeyedCoProcessFunction<K, A, B, O>: Send + Sync + 'static {
     /// The per-key state, shared by both inputs; it is checkpointed, so it serializes.
     type State: serde::Serialize + serde::de::DeserializeOwned + 'static;
 
+    /// Prepares the function on one worker's instance, as [`KeyedProcessFunction::open`].
+    fn open(&self, ctx: &RuntimeContext) -> FunctionResult {
+        let _ = ctx;
+        Ok(())
+    }
+
+    /// Ends the function on one worker's instance, as [`KeyedProcessFunction::close`].
+    fn close(&self) -> FunctionResult {
+        Ok(())
+    }
+
     /// Handles one record of the first stream.
     fn process_element1(&self, value: A, ctx: &mut ProcessContext<'_, K, Self::State, O>);
 
@@ -1047,6 +1152,14 @@ where
     B: 'static,
 {
     type State = F::State;
+
+    fn open(&self, ctx: &RuntimeContext) -> FunctionResult {
+        self.0.open(ctx)
+    }
+
+    fn close(&self) -> FunctionResult {
+        self.0.close()
+    }
 
     fn process_element(&self, value: Either<A, B>, ctx: &mut ProcessContext<'_, K, F::State, O>) {
         match value {
