@@ -15,6 +15,7 @@ mod joins;
 mod keyed_lifecycle;
 mod operators;
 mod sensors;
+mod side_outputs;
 mod sliced_windows;
 mod state;
 mod state_backends;
