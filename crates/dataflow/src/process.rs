@@ -85,7 +85,7 @@ impl<X: Data> OutputTag<X> {
         &self.id
     }
 
-    /// The tag's name, shared (for tagged records and side outputs).
+    /// The tag's name, shared (to find its side output).
     pub(crate) fn shared_id(&self) -> &Arc<str> {
         &self.id
     }
