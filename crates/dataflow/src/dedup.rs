@@ -480,7 +480,7 @@ impl<T: Data> DataStream<T> {
         F: Fn(&T) -> I + Send + Sync + 'static,
     {
         let id: Arc<dyn Fn(&T) -> I + Send + Sync> = Arc::new(id);
-        self.tagged_node("dedup", "hash", move |ctx, input, name| {
+        self.process_node("dedup", "hash", move |ctx, input, name| {
             if let Err(e) = config.validate() {
                 ctx.shared().fail(e);
             }

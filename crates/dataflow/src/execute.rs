@@ -231,6 +231,8 @@ pub struct BuildCtx<'s> {
     pub(crate) job: String,
     /// Whether the node being built is chained to its input (see [`Plan::chain_heads`]).
     pub(crate) chained: bool,
+    /// The side outputs of the node being built that the job reads (see [`crate::side`]).
+    pub(crate) sides: Vec<Arc<dyn crate::side::SidePort>>,
 }
 
 impl<'s> BuildCtx<'s> {
@@ -856,9 +858,11 @@ pub(crate) fn run_worker(
             uid: String::new(),
             job: job_name.to_owned(),
             chained: false,
+            sides: Vec::new(),
         };
         let uids = plan.state_ids().expect("execute checks the uids first");
         let heads = plan.chain_heads();
+        let mut side_ports = plan.side_ports();
         let mut streams: Vec<Option<ErasedStream>> = Vec::with_capacity(plan.nodes.len());
         for node in &plan.nodes {
             let inputs: Vec<&ErasedStream> = node
@@ -873,6 +877,7 @@ pub(crate) fn run_worker(
             let id = streams.len();
             ctx.uid.clone_from(&uids[id]);
             ctx.chained = heads[id] != id;
+            ctx.sides = std::mem::take(&mut side_ports[id]);
             let out = (node.builder)(&mut ctx, &inputs, &node.name);
             streams.push(out);
         }

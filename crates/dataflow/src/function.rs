@@ -23,8 +23,11 @@
 //! job starts, before any record, with a [`RuntimeContext`]: the instance's index, the
 //! parallelism, the operator's and the job's names, and a [`MetricGroup`] whose counters
 //! show in [`crate::JobResult::metrics`] as `<operator>.<name>`. `close` runs once the
-//! instance's input has ended (at the end of a bounded input, or after a clean stop); a
-//! failing job drops its instances without `close`. Such a function's fields are not
+//! instance's input has ended (at the end of a bounded input, or after a clean stop), or,
+//! as in Flink, when a failing job drops its instances (the failure's error stands then,
+//! whatever `close` returns). Keyed process functions ([`crate::KeyedProcessFunction`],
+//! [`crate::KeyedCoProcessFunction`]) have the same `open` and `close`, once per worker
+//! instance, `open` after the instance's state is restored. Such a function's fields are not
 //! checkpointed: state that must survive a restart belongs in keyed state or in
 //! [`crate::CheckpointedFunction`].
 
@@ -36,12 +39,14 @@ use std::sync::{Arc, Mutex};
 use spate_types::{Data, SpateError};
 use timely::container::CapacityContainerBuilder;
 use timely::dataflow::channels::pact::Pipeline;
-use timely::dataflow::operators::Operator;
+use timely::dataflow::operators::generic::builder_rc::OperatorBuilder;
+use timely::dataflow::operators::generic::OutputBuilder;
 
 use crate::execute::{BuildCtx, JobShared};
 use crate::metrics::Metrics;
-use crate::plan::{Epoch, Flow};
-use crate::process::{OutputTag, Tagged};
+use crate::plan::{Epoch, ErasedStream, Flow};
+use crate::process::{Closing, OutputTag};
+use crate::side::SideOuts;
 use crate::stream::DataStream;
 use crate::time::{Timestamp, WmMsg, WmTracker, NO_TIMESTAMP};
 
@@ -188,7 +193,8 @@ impl RuntimeContext {
 pub struct ProcessFunctionContext<'a, O> {
     timestamp: Timestamp,
     watermark: Timestamp,
-    out: &'a mut Vec<(Timestamp, Tagged<O>)>,
+    out: &'a mut Vec<(Timestamp, O)>,
+    sides: &'a mut SideOuts,
 }
 
 impl<O> ProcessFunctionContext<'_, O> {
@@ -204,21 +210,18 @@ impl<O> ProcessFunctionContext<'_, O> {
 
     /// Emits `value` with the record's timestamp.
     pub fn collect(&mut self, value: O) {
-        self.out.push((self.timestamp, Tagged::Main(value)));
+        self.out.push((self.timestamp, value));
     }
 
     /// Emits `value` with timestamp `ts`.
     pub fn collect_with_timestamp(&mut self, value: O, ts: Timestamp) {
-        self.out.push((ts, Tagged::Main(value)));
+        self.out.push((ts, value));
     }
 
     /// Emits `value` to the side output `tag`, with the record's timestamp (read it with
-    /// [`DataStream::side_output`] on the result).
+    /// [`DataStream::side_output`] on the result; dropped when nothing reads it).
     pub fn output<X: Data>(&mut self, tag: &OutputTag<X>, value: X) {
-        self.out.push((
-            self.timestamp,
-            Tagged::Side(tag.shared_id(), Arc::new(value)),
-        ));
+        self.sides.push(tag.shared_id(), self.timestamp, value);
     }
 }
 
@@ -239,8 +242,8 @@ pub trait ProcessFunction<I, O>: Clone + Send + 'static {
         ctx: &mut ProcessFunctionContext<'_, O>,
     ) -> FunctionResult;
 
-    /// Ends this instance once its input has ended (also after a clean stop); not called
-    /// when the job fails.
+    /// Ends this instance once its input has ended (also after a clean stop), or when the job
+    /// fails (then its outcome is ignored).
     fn close(&mut self) -> FunctionResult {
         Ok(())
     }
@@ -370,7 +373,7 @@ impl<T: Data> DataStream<T> {
     /// with side outputs and the current watermark but no timers.
     pub fn process<O: Data, F: ProcessFunction<T, O>>(&self, f: F) -> DataStream<O> {
         let f = Mutex::new(f);
-        self.tagged_node("process", "forward", move |ctx, input, name| {
+        self.process_node("process", "forward", move |ctx, input, name| {
             let f = f.lock().unwrap_or_else(|p| p.into_inner()).clone();
             build_process(ctx, input, f, name)
         })
@@ -398,105 +401,103 @@ fn fail_with(shared: &JobShared, operator: &str, e: &FunctionError) {
     shared.fail(SpateError::function(operator, e));
 }
 
-/// Builds the non-keyed process operator on one worker: records in, tagged records out at
-/// their epochs; the watermark passes through unchanged and is read (once the records
-/// before it have arrived) for `current_watermark`.
+/// Builds the non-keyed process operator on one worker: records in, records out at their
+/// epochs on the main output and on each side output the job reads (see [`crate::side`]);
+/// the watermark passes through unchanged and is read (once the records before it have
+/// arrived) for `current_watermark`. Returns the main output, with the side outputs.
 fn build_process<'s, I: Data, O: Clone + 'static, F: ProcessFunction<I, O>>(
     ctx: &mut BuildCtx<'s>,
     input: Flow<'s, I>,
-    mut f: F,
+    f: F,
     name: &str,
-) -> Flow<'s, Tagged<O>> {
+) -> ErasedStream {
     let shared = Arc::clone(ctx.shared());
     let operator = name.to_owned();
     let runtime = RuntimeContext::new(ctx, name);
-    let mut failed = match guard(&shared, &operator, || f.open(&runtime)) {
-        Some(Ok(())) => false,
-        Some(Err(e)) => {
-            fail_with(&shared, &operator, &e);
-            true
-        }
-        None => true,
-    };
-    let data = input
-        .data
-        .binary_frontier::<_, CapacityContainerBuilder<Vec<(Timestamp, Tagged<O>)>>, _, _, _, _>(
-            input.wm.clone(),
-            Pipeline,
-            Pipeline,
-            name,
-            move |_initial, _info| {
-                let mut pending: Vec<(Epoch, WmMsg)> = Vec::new();
-                let mut tracker = WmTracker::new(1);
-                let mut watermark = NO_TIMESTAMP;
-                let mut out: Vec<(Timestamp, Tagged<O>)> = Vec::new();
-                let mut closed = false;
-                move |(data, data_frontier), (wms, _wm_frontier), output| {
-                    data.for_each(|cap, batch| {
-                        if failed {
-                            batch.clear();
-                            return;
-                        }
-                        let mut c = ProcessFunctionContext {
-                            timestamp: NO_TIMESTAMP,
-                            watermark,
-                            out: &mut out,
-                        };
-                        let result = guard(&shared, &operator, || {
-                            for (ts, x) in batch.drain(..) {
-                                c.timestamp = ts;
-                                f.process_element(x, &mut c)?;
-                            }
-                            Ok::<(), FunctionError>(())
-                        });
-                        match result {
-                            Some(Ok(())) => {}
-                            Some(Err(e)) => {
-                                fail_with(&shared, &operator, &e);
-                                failed = true;
-                            }
-                            None => failed = true,
-                        }
-                        if failed {
-                            out.clear();
-                            batch.clear();
-                        } else if !out.is_empty() {
-                            output.session(&cap).give_container(&mut out);
-                            out.clear();
-                        }
-                    });
-                    // Watermarks apply once every record before them has arrived.
-                    wms.for_each(|cap, batch| {
-                        let Some(&epoch) = cap.least() else { return };
-                        pending.extend(batch.drain(..).map(|m| (epoch, m)));
-                    });
-                    if !pending.is_empty() {
-                        pending.sort_by_key(|(e, _)| *e);
-                        let ready = pending
-                            .iter()
-                            .take_while(|(e, _)| !data_frontier.less_equal(e))
-                            .count();
-                        for (_, msg) in pending.drain(..ready) {
-                            if let Some(next) = tracker.update(&msg) {
-                                if !next.idle {
-                                    watermark = watermark.max(next.wm);
-                                }
-                            }
-                        }
+    let mut f = Closing::open(f, &shared, &operator, |f| f.open(&runtime), |f| f.close());
+    let mut failed = !f.is_open();
+    let mut builder = OperatorBuilder::new(name.to_owned(), ctx.scope);
+    let mut data_in = builder.new_input(input.data.clone(), Pipeline);
+    let mut wm_in = builder.new_input(input.wm.clone(), Pipeline);
+    let (main, data) = builder.new_output::<Vec<(Timestamp, O)>>();
+    let mut main = OutputBuilder::<_, CapacityContainerBuilder<Vec<(Timestamp, O)>>>::from(main);
+    let (mut sides, side_streams) = crate::side::new_outputs(&ctx.sides, &mut builder, &input.wm);
+    builder.build(move |_capabilities| {
+        let mut pending: Vec<(Epoch, WmMsg)> = Vec::new();
+        let mut tracker = WmTracker::new(1);
+        let mut watermark = NO_TIMESTAMP;
+        let mut out: Vec<(Timestamp, O)> = Vec::new();
+        let mut closed = false;
+        move |frontiers| {
+            let data_frontier = &frontiers[0];
+            let mut main = main.activate();
+            data_in.for_each(|cap, batch| {
+                if failed {
+                    batch.clear();
+                    return;
+                }
+                let mut c = ProcessFunctionContext {
+                    timestamp: NO_TIMESTAMP,
+                    watermark,
+                    out: &mut out,
+                    sides: &mut sides,
+                };
+                let result = guard(&shared, &operator, || {
+                    for (ts, x) in batch.drain(..) {
+                        c.timestamp = ts;
+                        f.f.process_element(x, &mut c)?;
                     }
-                    if data_frontier.is_empty() && !closed {
-                        closed = true;
-                        if !failed {
-                            match guard(&shared, &operator, || f.close()) {
-                                Some(Ok(())) | None => {}
-                                Some(Err(e)) => fail_with(&shared, &operator, &e),
-                            }
+                    Ok::<(), FunctionError>(())
+                });
+                match result {
+                    Some(Ok(())) => {}
+                    Some(Err(e)) => {
+                        fail_with(&shared, &operator, &e);
+                        failed = true;
+                    }
+                    None => failed = true,
+                }
+                if failed {
+                    out.clear();
+                    sides.clear();
+                    batch.clear();
+                } else {
+                    if !out.is_empty() {
+                        main.session(&cap).give_container(&mut out);
+                        out.clear();
+                    }
+                    sides.flush(&cap);
+                }
+            });
+            // Watermarks apply once every record before them has arrived.
+            wm_in.for_each(|cap, batch| {
+                let Some(&epoch) = cap.least() else { return };
+                pending.extend(batch.drain(..).map(|m| (epoch, m)));
+            });
+            if !pending.is_empty() {
+                pending.sort_by_key(|(e, _)| *e);
+                let ready = pending
+                    .iter()
+                    .take_while(|(e, _)| !data_frontier.less_equal(e))
+                    .count();
+                for (_, msg) in pending.drain(..ready) {
+                    if let Some(next) = tracker.update(&msg) {
+                        if !next.idle {
+                            watermark = watermark.max(next.wm);
                         }
                     }
                 }
-            },
-        );
-    Flow { data, wm: input.wm }
+            }
+            if data_frontier.is_empty() && !closed {
+                closed = true;
+                // After a failure the instance closes when the job drops it.
+                if !failed {
+                    f.close();
+                }
+            }
+        }
+    });
+    ErasedStream::new(Flow { data, wm: input.wm }).with_sides(side_streams)
 }
 
 #[cfg(test)]

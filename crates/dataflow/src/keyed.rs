@@ -144,7 +144,7 @@ impl<T: Data> DataStream<T> {
     pub(crate) fn name_default(self, op: &str) -> Self {
         {
             let mut plan = self.plan.borrow_mut();
-            let o = crate::stream::operator_node(&plan, self.node);
+            let o = self.node;
             plan.nodes[o].name = format!("{op}-{o}");
             plan.nodes[o].op = op.to_owned();
         }

@@ -10,7 +10,7 @@
 //! Keeping the plan as data lets later layers inspect it (the dashboard's job graph, the
 //! Python and SQL fronts, the optimizer) without running it.
 
-use std::any::Any;
+use std::any::{Any, TypeId};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -37,6 +37,9 @@ pub enum NodeKind {
     Operator,
     /// Writes to a [`spate_types::Sink`]; produces no stream.
     Sink,
+    /// A side output of the operator it reads: one of that operator's own outputs, no
+    /// operator of its own (see [`crate::side`]).
+    Side,
 }
 
 /// A stream whose record type is hidden, passed between node builders.
@@ -49,6 +52,8 @@ pub struct ErasedStream {
     inner: RefCell<Box<dyn Any>>,
     /// Builds the pending chain, if any, knowing its record type.
     force: for<'s> fn(&ErasedStream, Scope<'s, Epoch>),
+    /// The side outputs of the operator whose main output this is, by tag id and record type.
+    sides: Vec<(Arc<str>, TypeId, ErasedStream)>,
 }
 
 /// What an [`ErasedStream`] holds.
@@ -99,7 +104,28 @@ impl ErasedStream {
         ErasedStream {
             inner: RefCell::new(Box::new(extend_lifetime(slot))),
             force: force::<T>,
+            sides: Vec::new(),
         }
+    }
+
+    /// This main output with the side outputs `sides` of its operator.
+    pub(crate) fn with_sides(mut self, sides: Vec<(Arc<str>, TypeId, ErasedStream)>) -> Self {
+        self.sides = sides;
+        self
+    }
+
+    /// The side output `id` of records of type `X` of the operator whose main output this is.
+    pub(crate) fn side<'s, X: Clone + 'static>(
+        &self,
+        id: &str,
+        scope: Scope<'s, Epoch>,
+    ) -> Flow<'s, X> {
+        let (_, _, side) = self
+            .sides
+            .iter()
+            .find(|(tag, t, _)| &**tag == id && *t == TypeId::of::<X>())
+            .expect("the operator is built with an output for each of its side nodes");
+        side.get::<X>(scope)
     }
 
     /// Recovers the stream, building its pending chain first if it has one; panics if the
@@ -236,6 +262,10 @@ pub struct Node {
     pub(crate) chain_in: bool,
     /// Whether the node's consumer can run in its chain: forward batch operators.
     pub(crate) chain_out: bool,
+    /// Whether the node's operator has native side outputs (see [`crate::side`]).
+    pub(crate) native_sides: bool,
+    /// For a side node: the port that makes its output in the operator it reads.
+    pub(crate) side: Option<Arc<dyn crate::side::SidePort>>,
 }
 
 /// How an operator may chain with its neighbours, as set by
@@ -279,6 +309,25 @@ pub struct Plan {
 }
 
 impl Plan {
+    /// For each node, the ports of the side nodes that read it, one per tag id and record
+    /// type (the outputs its operator makes, besides its main one).
+    pub(crate) fn side_ports(&self) -> Vec<Vec<Arc<dyn crate::side::SidePort>>> {
+        let mut ports: Vec<Vec<Arc<dyn crate::side::SidePort>>> =
+            vec![Vec::new(); self.nodes.len()];
+        for node in &self.nodes {
+            if let Some(port) = &node.side {
+                let of = &mut ports[node.inputs[0]];
+                if !of
+                    .iter()
+                    .any(|p| p.id() == port.id() && p.record_type() == port.record_type())
+                {
+                    of.push(Arc::clone(port));
+                }
+            }
+        }
+        ports
+    }
+
     /// Adds a node and returns its id.
     pub(crate) fn add(&mut self, node: Node) -> NodeId {
         debug_assert!(node.inputs.iter().all(|&i| i < self.nodes.len()));

@@ -13,10 +13,10 @@
 //! * the wall clock, for processing-time timers (Flink fires them once the clock has passed
 //!   them; pending ones are dropped at the end of the input, as Flink quiesces them).
 //!
-//! Side outputs travel with the main output as tagged records and are split off by forward
-//! operators ([`DataStream::side_output`]).
+//! The operator has native outputs: its main records, its watermarks, and one output per
+//! side output the job reads ([`DataStream::side_output`], see [`crate::side`]); a watermark
+//! leaves on its output at the epoch of the records it fired.
 
-use std::any::Any;
 use std::collections::BTreeMap;
 use std::hash::Hash;
 use std::marker::PhantomData;
@@ -30,12 +30,16 @@ use spate_types::keygroup::{key_group, worker_for_key_group, KeyGroup};
 use spate_types::{Data, SpateError, SpateResult};
 use timely::container::CapacityContainerBuilder;
 use timely::dataflow::channels::pact::{Exchange, Pipeline};
-use timely::dataflow::operators::{Capability, Operator};
+use timely::dataflow::operators::generic::builder_rc::OperatorBuilder;
+use timely::dataflow::operators::generic::OutputBuilder;
+use timely::dataflow::operators::Operator;
 
 use crate::checkpoint::boundary;
 use crate::execute::{BuildCtx, JobShared};
+use crate::function::{FunctionResult, RuntimeContext};
 use crate::keyed::{KeyFn, KeyedStream};
 use crate::plan::{Epoch, ErasedStream, Flow, NodeKind, TStream, WStream};
+use crate::side::{Caps, SideOuts};
 use crate::state::backend::{
     decode_chain_part, encode_chain_part, hash_key, read_records, stored_key_group, ChainPart,
     KeyedStates, PartFiles,
@@ -81,17 +85,10 @@ impl<X: Data> OutputTag<X> {
         &self.id
     }
 
-    /// The tag's name, shared (for tagged records).
-    pub(crate) fn shared_id(&self) -> Arc<str> {
-        Arc::clone(&self.id)
+    /// The tag's name, shared (to find its side output).
+    pub(crate) fn shared_id(&self) -> &Arc<str> {
+        &self.id
     }
-}
-
-/// A record of the main output, or of a side output (type-erased; it never leaves its worker).
-#[derive(Clone)]
-pub(crate) enum Tagged<O> {
-    Main(O),
-    Side(Arc<str>, Arc<dyn Any + Send + Sync>),
 }
 
 /// The timers of one operator instance in one time domain: per timestamp, the keys with a
@@ -216,7 +213,8 @@ pub struct ProcessContext<'a, K, S, O> {
     watermark: Timestamp,
     event_timers: &'a mut Timers<K>,
     processing_timers: &'a mut Timers<K>,
-    out: &'a mut Vec<(Timestamp, Tagged<O>)>,
+    out: &'a mut Vec<(Timestamp, O)>,
+    sides: &'a mut SideOuts,
     scratch: &'a mut Vec<O>,
 }
 
@@ -268,26 +266,23 @@ impl<'a, K: Hash + Eq + Clone, S, O> ProcessContext<'a, K, S, O> {
     pub(crate) fn emit_with(&mut self, f: impl FnOnce(&K, &mut Option<S>, &mut Vec<O>)) {
         f(self.key, self.state, self.scratch);
         let ts = self.timestamp;
-        self.out
-            .extend(self.scratch.drain(..).map(|o| (ts, Tagged::Main(o))));
+        self.out.extend(self.scratch.drain(..).map(|o| (ts, o)));
     }
 
     /// Emits `value` with the current timestamp.
     pub fn collect(&mut self, value: O) {
-        self.out.push((self.timestamp, Tagged::Main(value)));
+        self.out.push((self.timestamp, value));
     }
 
     /// Emits `value` with timestamp `ts`.
     pub fn collect_with_timestamp(&mut self, value: O, ts: Timestamp) {
-        self.out.push((ts, Tagged::Main(value)));
+        self.out.push((ts, value));
     }
 
-    /// Emits `value` to the side output `tag`, with the current timestamp.
+    /// Emits `value` to the side output `tag`, with the current timestamp (dropped when
+    /// nothing reads it, as in Flink).
     pub fn output<X: Data>(&mut self, tag: &OutputTag<X>, value: X) {
-        self.out.push((
-            self.timestamp,
-            Tagged::Side(Arc::clone(&tag.id), Arc::new(value)),
-        ));
+        self.sides.push(&tag.id, self.timestamp, value);
     }
 
     /// Calls `on_timer` for the current key once the watermark reaches `ts`. Registering the
@@ -318,6 +313,16 @@ pub trait KeyedProcessFunction<K, I, O>: Send + Sync + 'static {
     /// The per-key state; it is checkpointed, so it serializes.
     type State: serde::Serialize + serde::de::DeserializeOwned + 'static;
 
+    /// Prepares the function on one worker's instance (Flink's `RichFunction.open`): runs once
+    /// per instance, after its state has been restored and before its first record or timer.
+    /// The instance is shared by the worker's keys (and `&self` by the process's workers):
+    /// per-instance fields need interior mutability, keyed per
+    /// [`RuntimeContext::index_of_this_subtask`]. An `Err` fails the job.
+    fn open(&self, ctx: &RuntimeContext) -> FunctionResult {
+        let _ = ctx;
+        Ok(())
+    }
+
     /// Handles one record of the current key.
     fn process_element(&self, value: I, ctx: &mut ProcessContext<'_, K, Self::State, O>);
 
@@ -329,6 +334,79 @@ pub trait KeyedProcessFunction<K, I, O>: Send + Sync + 'static {
         ctx: &mut ProcessContext<'_, K, Self::State, O>,
     ) {
         let _ = (timestamp, domain, ctx);
+    }
+
+    /// Ends the function on one worker's instance (Flink's `RichFunction.close`): once, after
+    /// the instance's last output at the end of its input, or when the job fails (then an
+    /// `Err` or a panic is ignored: the job has failed already).
+    fn close(&self) -> FunctionResult {
+        Ok(())
+    }
+}
+
+/// A function instance that is closed once: at the end of its input ([`Closing::close`]), or
+/// when it is dropped without having been closed (a failed job drops its operators), as Flink
+/// closes its functions on failure too.
+pub(crate) struct Closing<F> {
+    pub(crate) f: F,
+    close: fn(&mut F) -> FunctionResult,
+    shared: Arc<JobShared>,
+    name: String,
+    open: bool,
+}
+
+impl<F> Closing<F> {
+    /// Opens `f` with `open` (a panic or an `Err` fails the job, and the instance is then not
+    /// closed: Flink does not close a function whose `open` threw); `close` closes it.
+    pub(crate) fn open(
+        mut f: F,
+        shared: &Arc<JobShared>,
+        name: &str,
+        open: impl FnOnce(&mut F) -> FunctionResult,
+        close: fn(&mut F) -> FunctionResult,
+    ) -> Self {
+        let opened = match crate::function::guard(shared, name, || open(&mut f)) {
+            Some(Ok(())) => true,
+            Some(Err(e)) => {
+                shared.fail(SpateError::function(name, &e));
+                false
+            }
+            None => false,
+        };
+        Closing {
+            f,
+            close,
+            shared: Arc::clone(shared),
+            name: name.to_owned(),
+            open: opened,
+        }
+    }
+
+    /// Whether `open` succeeded and `close` has not run yet.
+    pub(crate) fn is_open(&self) -> bool {
+        self.open
+    }
+
+    /// Closes the instance at the end of its input: an `Err` or a panic fails the job.
+    pub(crate) fn close(&mut self) {
+        if std::mem::take(&mut self.open) {
+            let (f, close) = (&mut self.f, self.close);
+            match crate::function::guard(&self.shared, &self.name, || close(f)) {
+                Some(Ok(())) | None => {}
+                Some(Err(e)) => self.shared.fail(SpateError::function(&self.name, &e)),
+            }
+        }
+    }
+}
+
+impl<F> Drop for Closing<F> {
+    fn drop(&mut self) {
+        // Not closed at the end of the input: the job failed (or stopped). Its error stands;
+        // the close's own outcome is ignored.
+        if std::mem::take(&mut self.open) {
+            let (f, close) = (&mut self.f, self.close);
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| close(f)));
+        }
     }
 }
 
@@ -346,7 +424,8 @@ struct Instance<K, S, O> {
     event_timers: Timers<K>,
     processing_timers: Timers<K>,
     watermark: Timestamp,
-    out: Vec<(Timestamp, Tagged<O>)>,
+    out: Vec<(Timestamp, O)>,
+    sides: SideOuts,
     scratch: Vec<O>,
 }
 
@@ -374,6 +453,7 @@ where
             processing_timers,
             watermark,
             out,
+            sides,
             scratch,
         } = self;
         let env: &OperatorEnv = env;
@@ -387,6 +467,7 @@ where
                 event_timers,
                 processing_timers,
                 out,
+                sides,
                 scratch,
             };
             crate::function::guard(&env.shared, &env.name, || f(&mut ctx))
@@ -401,8 +482,8 @@ where
     }
 }
 
-/// Records held back past a checkpoint cut, with the capability of their epoch.
-type Held<I> = (Capability<Epoch>, Vec<(Timestamp, I)>);
+/// Records held back past a checkpoint cut, with the capabilities of their epoch.
+type Held<I> = (Caps, Vec<(Timestamp, I)>);
 
 /// A keyed operator instance's checkpointed state (written from references, read owned).
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -557,7 +638,7 @@ pub(crate) fn build_keyed_process<'s, K, I, O, F>(
     key: KeyFn<K, I>,
     f: Arc<F>,
     name: &str,
-) -> Flow<'s, Tagged<O>>
+) -> ErasedStream
 where
     K: Data + Hash + Eq,
     I: Data,
@@ -577,7 +658,7 @@ pub(crate) fn build_keyed_process_grouped<'s, K, I, O, F>(
     f: Arc<F>,
     name: &str,
     group: fn(&K, u32) -> KeyGroup,
-) -> Flow<'s, Tagged<O>>
+) -> ErasedStream
 where
     K: Data + Hash + Eq,
     I: Data,
@@ -597,6 +678,7 @@ where
     let read_file = ctx.restored_file_reader();
     let states = ctx.keyed_states::<K, F::State>(snap.is_some(), group);
     let me = ctx.index() as u64;
+    let runtime = RuntimeContext::new(ctx, name);
     let env = OperatorEnv {
         shared: Arc::clone(ctx.shared()),
         late_dropped: ctx
@@ -605,175 +687,175 @@ where
             .counter(&format!("{name}.numLateRecordsDropped")),
         name: name.to_owned(),
     };
-    // One output carries both records and watermarks, tagged, so that a watermark leaves at
-    // the same epoch as the records it fired; two forward operators split them after.
-    let both = input
-        .data
-        .binary_frontier::<_, CapacityContainerBuilder<Vec<(Timestamp, Out<Tagged<O>>)>>, _, _, _, _>(
-            wm,
-            pact,
-            Pipeline,
-            name,
-            move |initial, info| {
-                let activator = scope.activator_for(Rc::clone(&info.address));
-                let mut frontier_cap: Option<Capability<u64>> = Some(initial);
-                let mut gate = WmGate::new();
-                let mut tracker = WmTracker::new(1);
-                let mut inst: Instance<K, F::State, O> = Instance {
-                    env,
-                    states,
-                    event_timers: Timers::new(),
-                    processing_timers: Timers::new(),
-                    watermark: NO_TIMESTAMP,
-                    out: Vec::new(),
-                    scratch: Vec::new(),
-                };
-                let mut emitted: Vec<(Timestamp, Out<Tagged<O>>)> = Vec::new();
-                let mine = |g: u32| worker_for_key_group(g, maxp, peers) as u64 == me;
-                if let Err(e) = inst.restore(&restored, &*read_file, mine, group, maxp) {
-                    inst.env.shared.fail(e);
-                }
-                let mut next_c: u64 = 1;
-                let mut stash: Vec<Held<I>> = Vec::new();
-                move |(data, data_frontier), (wms, wm_frontier), output| {
-                    // Records: each with its key's state, at the current watermark. With
-                    // checkpoints, records at or after the next cut wait until it is taken.
-                    // Once the job has finished, no cut comes any more: nothing waits for one.
-                    let open = snap.as_ref().filter(|h| !h.job_finished());
-                    let cut = open.map(|_| boundary(next_c));
-                    data.for_each(|cap, one_batch| {
- let batches = std::iter::once(one_batch);
-                        let Some(&epoch) = cap.least() else { return };
-                        if cut.is_some_and(|b| epoch >= b) {
-                            if let Some(held) = cap.retain_least(0) {
-                                let mut records = Vec::new();
-                                for batch in batches {
-                                    records.append(batch);
-                                }
-                                stash.push((held, records));
-                            }
-                            return;
-                        }
-                        for batch in batches {
-                            inst.process(&*f, &key, batch.drain(..));
-                        }
-                        if !inst.out.is_empty() {
-                            emitted.extend(inst.out.drain(..).map(|(t, o)| (t, Out::Record(o))));
-                            output.session(&cap).give_container(&mut emitted);
-                            emitted.clear();
-                        }
-                    });
-                    // Watermarks wait until the records before them have arrived.
-                    wms.for_each(|cap, one_batch| {
- let batches = std::iter::once(one_batch);
-                        let Some(cap) = cap.retain_least(0) else { return };
-                        for batch in batches {
-                            for msg in batch.drain(..) {
-                                gate.push(cap.clone(), msg);
-                            }
-                        }
-                    });
-                    if open.is_none() && !stash.is_empty() {
-                        stash.sort_by_key(|(c, _)| *c.time());
-                        for (cap, records) in std::mem::take(&mut stash) {
-                            inst.process(&*f, &key, records.into_iter());
-                            if !inst.out.is_empty() {
-                                emitted
-                                    .extend(inst.out.drain(..).map(|(t, o)| (t, Out::Record(o))));
-                                output.session(&cap).give_container(&mut emitted);
-                                emitted.clear();
-                            }
-                        }
-                    }
-                    loop {
-                        let limit = open.map_or(Epoch::MAX, |_| boundary(next_c));
-                        for (cap, msg) in gate.ready(data_frontier, limit) {
-                            let Some(next) = tracker.update(&msg) else { continue };
-                            if !next.idle && next.wm > inst.watermark {
-                                inst.watermark = next.wm;
-                                while let Some((ts, k)) = inst.event_timers.pop(inst.watermark) {
-                                    inst.with_key(k, ts, |c| {
-                                        f.on_timer(ts, TimeDomain::EventTime, c)
-                                    });
-                                }
-                            }
-                            emitted.extend(inst.out.drain(..).map(|(t, o)| (t, Out::Record(o))));
-                            emitted.push((NO_TIMESTAMP, Out::Watermark(next)));
-                            output.session(&cap).give_container(&mut emitted);
-                            emitted.clear();
-                        }
-                        // The cut: once nothing before it can arrive any more.
-                        let Some(handle) = snap.as_ref() else { break };
-                        let before = limit - 1;
-                        if data_frontier.less_equal(&before)
-                            || wm_frontier.less_equal(&before)
-                            || !handle.may_snapshot(next_c)
-                        {
-                            break;
-                        }
-                        match inst.snapshot(next_c, handle.completed()) {
-                            Ok((bytes, files)) => handle.submit_with(next_c, bytes, files),
-                            Err(e) => inst.env.shared.fail(e),
-                        }
-                        next_c += 1;
-                        // The records held for the interval that now begins.
-                        let next_cut = boundary(next_c);
-                        let (now, later): (Vec<_>, Vec<_>) =
-                            stash.drain(..).partition(|(c, _)| *c.time() < next_cut);
-                        stash = later;
-                        let mut now = now;
-                        now.sort_by_key(|(c, _)| *c.time());
-                        for (cap, records) in now {
-                            inst.process(&*f, &key, records.into_iter());
-                            if !inst.out.is_empty() {
-                                emitted
-                                    .extend(inst.out.drain(..).map(|(t, o)| (t, Out::Record(o))));
-                                output.session(&cap).give_container(&mut emitted);
-                                emitted.clear();
-                            }
-                        }
-                    }
-                    // Processing-time timers, at the epoch of the input frontier.
-                    let ended = data_frontier.is_empty() && wm_frontier.is_empty();
-                    if let Some(cap) = frontier_cap.as_mut() {
-                        if !ended {
-                            let now = processing_time_now();
-                            while let Some((ts, k)) = inst.processing_timers.pop(now - 1) {
-                                inst.with_key(k, NO_TIMESTAMP, |c| {
-                                    f.on_timer(ts, TimeDomain::ProcessingTime, c)
-                                });
-                            }
-                            if !inst.out.is_empty() {
-                                emitted
-                                    .extend(inst.out.drain(..).map(|(t, o)| (t, Out::Record(o))));
-                                output.session(&*cap).give_container(&mut emitted);
-                                emitted.clear();
-                            }
-                            if let Some(next) = inst.processing_timers.next() {
-                                let wait = next.saturating_sub(now).saturating_add(1).max(1) as u64;
-                                activator.activate_after(Duration::from_millis(wait));
-                            }
-                            let least = [data_frontier.frontier(), wm_frontier.frontier()]
-                                .iter()
-                                .filter_map(|f| f.first().copied())
-                                .min();
-                            if let Some(t) = least {
-                                if t > *cap.time() {
-                                    cap.downgrade(&t);
-                                }
-                            }
-                        }
-                    }
-                    if ended {
-                        // Pending processing-time timers are dropped, and event-time timers
-                        // beyond the last watermark (a stop rather than an end) stay unfired,
-                        // as in Flink.
-                        frontier_cap = None;
-                    }
-                }
-            },
+    // The operator's outputs: its main records (port 0), its watermarks (port 1), then one
+    // per side output the job reads. A watermark leaves at the epoch of the records it fired.
+    let mut builder = OperatorBuilder::new(name.to_owned(), scope);
+    let info = builder.operator_info();
+    let mut data_in = builder.new_input(input.data, pact);
+    let mut wm_in = builder.new_input(wm, Pipeline);
+    let (main, data) = builder.new_output::<Vec<(Timestamp, O)>>();
+    let mut main = OutputBuilder::<_, CapacityContainerBuilder<Vec<(Timestamp, O)>>>::from(main);
+    let (wm_out, wm_stream) = builder.new_output::<Vec<WmMsg>>();
+    let mut wm_out = OutputBuilder::<_, CapacityContainerBuilder<Vec<WmMsg>>>::from(wm_out);
+    let (sides, side_streams) = crate::side::new_outputs(&ctx.sides, &mut builder, &wm_stream);
+    let ports = builder.shape().outputs();
+    builder.build(move |capabilities| {
+        let activator = scope.activator_for(Rc::clone(&info.address));
+        let mut frontier_cap: Option<Caps> = Some(Caps::new(capabilities));
+        let mut gate: WmGate<Caps> = WmGate::new();
+        let mut tracker = WmTracker::new(1);
+        let mut inst: Instance<K, F::State, O> = Instance {
+            env,
+            states,
+            event_timers: Timers::new(),
+            processing_timers: Timers::new(),
+            watermark: NO_TIMESTAMP,
+            out: Vec::new(),
+            sides,
+            scratch: Vec::new(),
+        };
+        let mine = |g: u32| worker_for_key_group(g, maxp, peers) as u64 == me;
+        if let Err(e) = inst.restore(&restored, &*read_file, mine, group, maxp) {
+            inst.env.shared.fail(e);
+        }
+        // Opened once its state is restored, before its first record or timer.
+        let mut f = Closing::open(
+            f,
+            &inst.env.shared,
+            &inst.env.name,
+            |f| f.open(&runtime),
+            |f| f.close(),
         );
-    split_out(both)
+        let mut next_c: u64 = 1;
+        let mut stash: Vec<Held<I>> = Vec::new();
+        move |frontiers| {
+            let (data_frontier, wm_frontier) = (&frontiers[0], &frontiers[1]);
+            let mut main = main.activate();
+            let mut wm_out = wm_out.activate();
+            // Sends what the function emitted: main records with `main_cap`, side records
+            // with `caps`.
+            macro_rules! emit {
+                ($main_cap:expr, $caps:expr) => {
+                    if !inst.out.is_empty() {
+                        main.session($main_cap).give_container(&mut inst.out);
+                        inst.out.clear();
+                    }
+                    inst.sides.flush($caps);
+                };
+            }
+            // Records: each with its key's state, at the current watermark. With
+            // checkpoints, records at or after the next cut wait until it is taken.
+            // Once the job has finished, no cut comes any more: nothing waits for one.
+            let open = snap.as_ref().filter(|h| !h.job_finished());
+            let cut = open.map(|_| boundary(next_c));
+            data_in.for_each(|cap, batch| {
+                let Some(&epoch) = cap.least() else { return };
+                if cut.is_some_and(|b| epoch >= b) {
+                    if let Some(held) = Caps::retain(&cap, ports) {
+                        stash.push((held, std::mem::take(batch)));
+                    }
+                    return;
+                }
+                inst.process(&*f.f, &key, batch.drain(..));
+                emit!(&cap, &cap);
+            });
+            // Watermarks wait until the records before them have arrived.
+            wm_in.for_each(|cap, batch| {
+                let Some(held) = Caps::retain(&cap, ports) else {
+                    return;
+                };
+                for msg in batch.drain(..) {
+                    gate.push(held.clone(), msg);
+                }
+            });
+            if open.is_none() && !stash.is_empty() {
+                stash.sort_by_key(|(c, _)| *c.time());
+                for (caps, records) in std::mem::take(&mut stash) {
+                    inst.process(&*f.f, &key, records.into_iter());
+                    emit!(caps.port(0), &caps);
+                }
+            }
+            loop {
+                let limit = open.map_or(Epoch::MAX, |_| boundary(next_c));
+                for (caps, msg) in gate.ready(data_frontier, limit) {
+                    let Some(next) = tracker.update(&msg) else {
+                        continue;
+                    };
+                    if !next.idle && next.wm > inst.watermark {
+                        inst.watermark = next.wm;
+                        while let Some((ts, k)) = inst.event_timers.pop(inst.watermark) {
+                            inst.with_key(k, ts, |c| f.f.on_timer(ts, TimeDomain::EventTime, c));
+                        }
+                    }
+                    emit!(caps.port(0), &caps);
+                    wm_out.session(caps.port(1)).give(next);
+                }
+                // The cut: once nothing before it can arrive any more.
+                let Some(handle) = snap.as_ref() else { break };
+                let before = limit - 1;
+                if data_frontier.less_equal(&before)
+                    || wm_frontier.less_equal(&before)
+                    || !handle.may_snapshot(next_c)
+                {
+                    break;
+                }
+                match inst.snapshot(next_c, handle.completed()) {
+                    Ok((bytes, files)) => handle.submit_with(next_c, bytes, files),
+                    Err(e) => inst.env.shared.fail(e),
+                }
+                next_c += 1;
+                // The records held for the interval that now begins.
+                let next_cut = boundary(next_c);
+                let (now, later): (Vec<_>, Vec<_>) =
+                    stash.drain(..).partition(|(c, _)| *c.time() < next_cut);
+                stash = later;
+                let mut now = now;
+                now.sort_by_key(|(c, _)| *c.time());
+                for (caps, records) in now {
+                    inst.process(&*f.f, &key, records.into_iter());
+                    emit!(caps.port(0), &caps);
+                }
+            }
+            // Processing-time timers, at the epoch of the input frontier.
+            let ended = data_frontier.is_empty() && wm_frontier.is_empty();
+            if let Some(caps) = frontier_cap.as_mut() {
+                if !ended {
+                    let now = processing_time_now();
+                    while let Some((ts, k)) = inst.processing_timers.pop(now - 1) {
+                        inst.with_key(k, NO_TIMESTAMP, |c| {
+                            f.f.on_timer(ts, TimeDomain::ProcessingTime, c)
+                        });
+                    }
+                    emit!(caps.port(0), &*caps);
+                    if let Some(next) = inst.processing_timers.next() {
+                        let wait = next.saturating_sub(now).saturating_add(1).max(1) as u64;
+                        activator.activate_after(Duration::from_millis(wait));
+                    }
+                    let least = [data_frontier.frontier(), wm_frontier.frontier()]
+                        .iter()
+                        .filter_map(|f| f.first().copied())
+                        .min();
+                    if let Some(t) = least {
+                        if t > *caps.time() {
+                            caps.downgrade(&t);
+                        }
+                    }
+                }
+            }
+            if ended {
+                // Pending processing-time timers are dropped, and event-time timers
+                // beyond the last watermark (a stop rather than an end) stay unfired,
+                // as in Flink. The function closes after its last output.
+                frontier_cap = None;
+                f.close();
+            }
+        }
+    });
+    ErasedStream::new(Flow {
+        data,
+        wm: wm_stream,
+    })
+    .with_sides(side_streams)
 }
 
 /// What an operator that makes watermarks sends: records, and the watermarks after them.
@@ -828,91 +910,23 @@ pub(crate) fn split_out<'s, X: Clone + 'static>(both: TStream<'s, Out<X>>) -> Fl
     Flow { data, wm }
 }
 
-/// The main output of a tagged stream.
-pub(crate) fn main_output<'s, O: Clone + 'static>(tagged: Flow<'s, Tagged<O>>) -> Flow<'s, O> {
-    let data = tagged
-        .data
-        .unary::<CapacityContainerBuilder<Vec<(Timestamp, O)>>, _, _, _>(
-            Pipeline,
-            "main",
-            |_, _| {
-                move |input, output| {
-                    input.for_each(|cap, one_batch| {
-                        let batches = std::iter::once(one_batch);
-                        let mut session = output.session(&cap);
-                        for batch in batches {
-                            for (ts, x) in batch.drain(..) {
-                                if let Tagged::Main(o) = x {
-                                    session.give((ts, o));
-                                }
-                            }
-                        }
-                    });
-                }
-            },
-        );
-    Flow {
-        data,
-        wm: tagged.wm,
-    }
-}
-
-/// The side output `id` of a tagged stream.
-pub(crate) fn side_output<'s, O: Clone + 'static, X: Data>(
-    tagged: Flow<'s, Tagged<O>>,
-    id: Arc<str>,
-) -> Flow<'s, X> {
-    let data = tagged
-        .data
-        .unary::<CapacityContainerBuilder<Vec<(Timestamp, X)>>, _, _, _>(
-            Pipeline,
-            &format!("side:{id}"),
-            move |_, _| {
-                move |input, output| {
-                    input.for_each(|cap, one_batch| {
-                        let batches = std::iter::once(one_batch);
-                        let mut session = output.session(&cap);
-                        for batch in batches {
-                            for (ts, x) in batch.drain(..) {
-                                if let Tagged::Side(tag, value) = x {
-                                    if tag == id {
-                                        if let Some(v) = value.downcast_ref::<X>() {
-                                            session.give((ts, v.clone()));
-                                        }
-                                    }
-                                }
-                            }
-                        }
-                    });
-                }
-            },
-        );
-    Flow {
-        data,
-        wm: tagged.wm,
-    }
-}
-
 impl<T: Data> DataStream<T> {
-    /// Adds an operator node whose output is tagged (main and side outputs), and the node
-    /// that extracts its main output; returns the main output's stream.
-    pub(crate) fn tagged_node<R: Data, F>(
+    /// Adds an operator node with native side outputs (see [`crate::side`]): `build` returns
+    /// its main output with its side outputs; returns the main output's stream.
+    pub(crate) fn process_node<R: Data, F>(
         &self,
         op: &str,
         edge: &'static str,
         build: F,
     ) -> DataStream<R>
     where
-        F: for<'s> Fn(&mut BuildCtx<'s>, Flow<'s, T>, &str) -> Flow<'s, Tagged<R>>
-            + Send
-            + Sync
-            + 'static,
+        F: for<'s> Fn(&mut BuildCtx<'s>, Flow<'s, T>, &str) -> ErasedStream + Send + Sync + 'static,
     {
         let builder: crate::plan::Builder = Arc::new(move |ctx, inputs, name| {
             let input = inputs[0].get::<T>(ctx.scope);
-            Some(ErasedStream::new(build(ctx, input, name)))
+            Some(build(ctx, input, name))
         });
-        let tagged = add_node(
+        let node = add_node(
             &self.plan,
             op,
             NodeKind::Operator,
@@ -920,67 +934,44 @@ impl<T: Data> DataStream<T> {
             edge,
             builder,
         );
-        tagged_main::<R>(&self.plan, tagged)
+        self.plan.borrow_mut().nodes[node].native_sides = true;
+        DataStream::from_node(Rc::clone(&self.plan), node)
     }
 
-    /// The side output `tag` of the operator that produced this stream (a process function or
-    /// a window with a late-data output).
+    /// The side output `tag` of the operator that produced this stream (a process function,
+    /// a window with a late-data output, an interval join with late-data outputs): one of
+    /// that operator's own outputs. Records the operator emits to a tag no stream reads are
+    /// dropped, as in Flink.
     ///
     /// # Panics
     /// If this stream is not the main output of such an operator.
     pub fn side_output<X: Data>(&self, tag: &OutputTag<X>) -> DataStream<X> {
-        let tagged = {
+        {
             let plan = self.plan.borrow();
             let node = &plan.nodes[self.node];
             assert!(
-                node.edge == "main",
+                node.native_sides,
                 "side_output: `{}` is not the output of a process function or window",
                 node.name
             );
-            node.inputs[0]
-        };
+        }
         let id = Arc::clone(&tag.id);
-        let builder = side_builder::<T, X>(id);
+        let of = Arc::clone(&id);
+        let builder: crate::plan::Builder = Arc::new(move |ctx, inputs, _name| {
+            Some(ErasedStream::new(inputs[0].side::<X>(&of, ctx.scope)))
+        });
         let node = add_node(
             &self.plan,
-            &format!("side:{}", tag.id),
-            NodeKind::Operator,
-            vec![tagged],
-            "forward",
+            &format!("side:{id}"),
+            NodeKind::Side,
+            vec![self.node],
+            "side",
             builder,
         );
+        self.plan.borrow_mut().nodes[node].side =
+            Some(Arc::new(crate::side::Port::<X>(id, PhantomData)));
         DataStream::from_node(Rc::clone(&self.plan), node)
     }
-}
-
-fn side_builder<O: Clone + 'static, X: Data>(id: Arc<str>) -> crate::plan::Builder {
-    Arc::new(move |ctx, inputs, _name| {
-        let tagged = inputs[0].get::<Tagged<O>>(ctx.scope);
-        Some(ErasedStream::new(side_output::<O, X>(
-            tagged,
-            Arc::clone(&id),
-        )))
-    })
-}
-
-/// Adds the node that extracts the main output of the tagged node `tagged`.
-pub(crate) fn tagged_main<R: Data>(
-    plan: &Rc<std::cell::RefCell<crate::plan::Plan>>,
-    tagged: crate::plan::NodeId,
-) -> DataStream<R> {
-    let builder: crate::plan::Builder = Arc::new(move |ctx, inputs, _name| {
-        let t = inputs[0].get::<Tagged<R>>(ctx.scope);
-        Some(ErasedStream::new(main_output(t)))
-    });
-    let main = add_node(
-        plan,
-        "main",
-        NodeKind::Operator,
-        vec![tagged],
-        "main",
-        builder,
-    );
-    DataStream::from_node(Rc::clone(plan), main)
 }
 
 impl<K: Data + Hash + Eq, T: Data> KeyedStream<K, T> {
@@ -990,7 +981,7 @@ impl<K: Data + Hash + Eq, T: Data> KeyedStream<K, T> {
         let f = Arc::new(f);
         let key = Arc::clone(&self.key);
         self.stream
-            .tagged_node("process", "hash", move |ctx, input, name| {
+            .process_node("process", "hash", move |ctx, input, name| {
                 build_keyed_process(ctx, input, Arc::clone(&key), Arc::clone(&f), name)
             })
     }
@@ -1020,6 +1011,17 @@ pub trait KeyedCoProcessFunction<K, A, B, O>: Send + Sync + 'static {
     /// The per-key state, shared by both inputs; it is checkpointed, so it serializes.
     type State: serde::Serialize + serde::de::DeserializeOwned + 'static;
 
+    /// Prepares the function on one worker's instance, as [`KeyedProcessFunction::open`].
+    fn open(&self, ctx: &RuntimeContext) -> FunctionResult {
+        let _ = ctx;
+        Ok(())
+    }
+
+    /// Ends the function on one worker's instance, as [`KeyedProcessFunction::close`].
+    fn close(&self) -> FunctionResult {
+        Ok(())
+    }
+
     /// Handles one record of the first stream.
     fn process_element1(&self, value: A, ctx: &mut ProcessContext<'_, K, Self::State, O>);
 
@@ -1047,6 +1049,14 @@ where
     B: 'static,
 {
     type State = F::State;
+
+    fn open(&self, ctx: &RuntimeContext) -> FunctionResult {
+        self.0.open(ctx)
+    }
+
+    fn close(&self) -> FunctionResult {
+        self.0.close()
+    }
 
     fn process_element(&self, value: Either<A, B>, ctx: &mut ProcessContext<'_, K, F::State, O>) {
         match value {

@@ -62,6 +62,8 @@ pub(crate) fn add_node(
         chaining: Chaining::Default,
         chain_in: false,
         chain_out: false,
+        native_sides: false,
+        side: None,
     })
 }
 
@@ -77,17 +79,6 @@ fn op_kind(op: &str) -> String {
             format!("{role}:{}", &rest[..end])
         }
         None => op.to_owned(),
-    }
-}
-
-/// The node that holds an operator's state and name: for the main output of a process
-/// function or window (a node that splits the tagged output), the operator before it.
-pub(crate) fn operator_node(plan: &Plan, node: NodeId) -> NodeId {
-    let n = &plan.nodes[node];
-    if n.edge == "main" {
-        n.inputs[0]
-    } else {
-        node
     }
 }
 
@@ -131,12 +122,7 @@ impl<T: Data> DataStream<T> {
     /// only: state belongs to the operator's [`uid`](Self::uid).
     pub fn name(self, name: &str) -> Self {
         {
-            let mut plan = self.plan.borrow_mut();
-            let op = operator_node(&plan, self.node);
-            plan.nodes[op].name = name.to_owned();
-            if op != self.node {
-                plan.nodes[self.node].name = format!("{name}.main");
-            }
+            self.plan.borrow_mut().nodes[self.node].name = name.to_owned();
         }
         self
     }
@@ -148,17 +134,14 @@ impl<T: Data> DataStream<T> {
     /// unique within a job (`execute` fails otherwise).
     pub fn uid(self, uid: &str) -> Self {
         {
-            let mut plan = self.plan.borrow_mut();
-            let op = operator_node(&plan, self.node);
-            plan.nodes[op].uid = Some(uid.to_owned());
+            self.plan.borrow_mut().nodes[self.node].uid = Some(uid.to_owned());
         }
         self
     }
 
     /// The name of the operator that produces this stream.
     pub fn operator_name(&self) -> String {
-        let plan = self.plan.borrow();
-        plan.nodes[operator_node(&plan, self.node)].name.clone()
+        self.plan.borrow().nodes[self.node].name.clone()
     }
 
     /// Adds a forward (worker-local) operator that turns each input batch into an output
@@ -224,9 +207,7 @@ impl<T: Data> DataStream<T> {
 
     fn set_chaining(self, chaining: Chaining) -> Self {
         {
-            let mut plan = self.plan.borrow_mut();
-            let op = operator_node(&plan, self.node);
-            plan.nodes[op].chaining = chaining;
+            self.plan.borrow_mut().nodes[self.node].chaining = chaining;
         }
         self
     }

@@ -226,19 +226,32 @@ impl WmTracker {
     }
 }
 
-/// Holds watermark messages until the data they follow has arrived (see the module docs).
-pub(crate) struct WmGate {
-    pending: Vec<(Capability<Epoch>, WmMsg)>,
+/// Holds watermark messages until the data they follow has arrived (see the module docs),
+/// each with the capability `C` to emit at its epoch (one, or one per output of the operator).
+pub(crate) struct WmGate<C = Capability<Epoch>> {
+    pending: Vec<(C, WmMsg)>,
 }
 
-impl WmGate {
+/// A held capability's epoch.
+pub(crate) trait AtEpoch {
+    /// The epoch.
+    fn epoch(&self) -> Epoch;
+}
+
+impl AtEpoch for Capability<Epoch> {
+    fn epoch(&self) -> Epoch {
+        *self.time()
+    }
+}
+
+impl<C: AtEpoch> WmGate<C> {
     pub(crate) fn new() -> Self {
         WmGate {
             pending: Vec::new(),
         }
     }
 
-    pub(crate) fn push(&mut self, cap: Capability<Epoch>, msg: WmMsg) {
+    pub(crate) fn push(&mut self, cap: C, msg: WmMsg) {
         self.pending.push((cap, msg));
     }
 
@@ -249,17 +262,17 @@ impl WmGate {
         &mut self,
         data_frontier: &MutableAntichain<Epoch>,
         limit: Epoch,
-    ) -> Vec<(Capability<Epoch>, WmMsg)> {
+    ) -> Vec<(C, WmMsg)> {
         if self.pending.is_empty() {
             return Vec::new();
         }
         let (ready, waiting): (Vec<_>, Vec<_>) = self
             .pending
             .drain(..)
-            .partition(|(cap, _)| *cap.time() < limit && !data_frontier.less_equal(cap.time()));
+            .partition(|(cap, _)| cap.epoch() < limit && !data_frontier.less_equal(&cap.epoch()));
         self.pending = waiting;
         let mut ready = ready;
-        ready.sort_by_key(|(cap, _)| *cap.time());
+        ready.sort_by_key(|(cap, _)| cap.epoch());
         ready
     }
 }

@@ -1373,7 +1373,7 @@ impl<K: Data + Hash + Eq, T: Data, W: Window> WindowedStream<K, T, W> {
         let key = Arc::clone(&self.keyed.key);
         self.keyed
             .stream
-            .tagged_node(op, "hash", move |ctx, input, name| {
+            .process_node(op, "hash", move |ctx, input, name| {
                 build_keyed_process(ctx, input, Arc::clone(&key), Arc::clone(&f), name)
             })
     }
@@ -1399,14 +1399,14 @@ impl<K: Data + Hash + Eq, T: Data, W: Window> WindowedStream<K, T, W> {
             return self
                 .keyed
                 .stream
-                .tagged_node(op, "hash", move |ctx, input, name| {
+                .process_node(op, "hash", move |ctx, input, name| {
                     build_keyed_process(ctx, input, Arc::clone(&key), Arc::clone(&f), name)
                 });
         }
         let f = Arc::new(Global(sliced));
         self.keyed
             .stream
-            .tagged_node(op, "hash", move |ctx, input, name| {
+            .process_node(op, "hash", move |ctx, input, name| {
                 let shared = Arc::clone(ctx.shared());
                 let partials = local_aggregate::<K, T, W, R, C>(
                     input,
