@@ -362,8 +362,14 @@ fn the_local_phase_combines_the_results_of_a_window_upstream() {
     // 50 results per window end, all on time: nearly all combined, a few partials per end
     // and worker.
     let results = 50 * 104;
-    assert!(combined * 10 > results * 9, "{combined} of {results} results combined");
-    assert!(partials * 5 < combined, "{partials} partials for {combined} results");
+    assert!(
+        combined * 10 > results * 9,
+        "{combined} of {results} results combined"
+    );
+    assert!(
+        partials * 5 < combined,
+        "{partials} partials for {combined} results"
+    );
 }
 
 // ---------------------------------------------------------------------------------------------

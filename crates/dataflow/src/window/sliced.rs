@@ -479,7 +479,11 @@ impl SentWatermarks {
         // The folded epochs are all below `epoch`, as no record of them comes any more (and
         // counting them otherwise only sends more records alone).
         let later = self.by_epoch.range(..epoch).map(|(_, &wm)| wm).max();
-        self.folded.into_iter().chain(later).max().unwrap_or(NO_TIMESTAMP)
+        self.folded
+            .into_iter()
+            .chain(later)
+            .max()
+            .unwrap_or(NO_TIMESTAMP)
     }
 
     /// Folds the epochs below `epoch` (no record of them comes any more) into one.
