@@ -309,6 +309,69 @@ fn the_local_phase_combines_records_of_a_key_and_slice() {
     );
 }
 
+/// A window over the results of a window (q5's maximum over its counts): the first window's
+/// results carry their window's end, which the watermark that fired them has reached, yet they
+/// are combined before the second shuffle, and the results are the one-phase ones.
+#[test]
+fn the_local_phase_combines_the_results_of_a_window_upstream() {
+    // 50 keys, a record every ms: sliding sums of 1 s every 200 ms, then per window end the
+    // largest sum (tumbling windows of 200 ms keyed by the end), each window on 3 workers.
+    let input: Vec<Rec> = (0..20_000).map(|i| ((i % 50) as u8, i, i % 13)).collect();
+    let run = |two_phase: bool| {
+        let env = StreamEnv::new(config(3, false));
+        let out = with_time(&env, input.clone(), 20)
+            .key_by(|r: &Rec| r.0)
+            .window(sliding(1_000, 200))
+            .aggregate_with(SumCount::new(), to_row)
+            .key_by(|r: &Row| r.2)
+            .window(TumblingEventTimeWindows::of(ms(200)))
+            .local_global(two_phase)
+            .reduce(|a: Row, b: Row| if (b.3, b.0) > (a.3, a.0) { b } else { a })
+            .collect();
+        let result = env.execute("window after window").unwrap();
+        let metric = |suffix: &str| -> u64 {
+            result
+                .metrics
+                .iter()
+                .filter(|(k, _)| k.ends_with(suffix))
+                .map(|(_, v)| *v)
+                .sum()
+        };
+        let counts = (
+            metric(".numLocalRecordsCombined"),
+            metric(".numLocalPartialsOut"),
+        );
+        (sorted(out.take()), counts)
+    };
+    let (one_phase, _) = run(false);
+    // Windows end every 200 ms from 200 to 20 800: one maximum each.
+    assert_eq!(one_phase.len(), 104);
+    let expected: Vec<Row> = {
+        let mut best: BTreeMap<i64, Row> = BTreeMap::new();
+        for r in oracle_on_time(&input, 1_000, 200) {
+            let b = best.entry(r.2).or_insert(r);
+            if (r.3, r.0) > (b.3, b.0) {
+                *b = r;
+            }
+        }
+        sorted(best.into_values().collect())
+    };
+    assert_eq!(one_phase, expected);
+    let (two_phase, (combined, partials)) = run(true);
+    assert_eq!(two_phase, one_phase);
+    // 50 results per window end, all on time: nearly all combined, a few partials per end
+    // and worker.
+    let results = 50 * 104;
+    assert!(
+        combined * 10 > results * 9,
+        "{combined} of {results} results combined"
+    );
+    assert!(
+        partials * 5 < combined,
+        "{partials} partials for {combined} results"
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // Lateness: exact verdicts, and a simulation of Flink's per-window operator as the oracle.
 // ---------------------------------------------------------------------------------------------

@@ -153,6 +153,10 @@ pub struct RunArgs {
     /// checkpoint is full).
     #[arg(long, default_value_t = spate_dataflow::StateBackend::DEFAULT_FULL_EVERY)]
     pub full_checkpoint_every: u32,
+    /// With `--query q5`: run the old hand-tuned q5 (`queries::q5_hand`) instead, to measure
+    /// the plain one against it.
+    #[arg(long, hide = true)]
+    pub hand_q5: bool,
     #[command(flatten)]
     pub generator: GeneratorArgs,
 }
@@ -283,14 +287,15 @@ fn run_query(args: &RunArgs) -> Result<()> {
             )
         }
     };
-    queries::build(
-        args.query,
-        &events,
-        &Output {
-            path: args.output.clone(),
-            exactly_once: args.checkpoint_dir.is_some(),
-        },
-    );
+    let output = Output {
+        path: args.output.clone(),
+        exactly_once: args.checkpoint_dir.is_some(),
+    };
+    if args.hand_q5 && args.query == Query::Q5 {
+        output.attach(queries::q5_hand(&events));
+    } else {
+        queries::build(args.query, &events, &output);
+    }
 
     let bar = ProgressBar::start(env.progress(), unit, !args.no_progress && !args.json);
     let result = env.execute(&format!("nexmark-{}", args.query))?;

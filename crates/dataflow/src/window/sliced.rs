@@ -452,6 +452,52 @@ where
 /// timestamp and the number of records.
 type Buffer<K, Acc> = HashMap<(K, Timestamp), (Acc, Timestamp, u64), FxBuildHasher>;
 
+/// The largest watermark the local phase has sent at each epoch, for
+/// [`local_aggregate`]'s bound: the epochs below the input frontier folded into one.
+#[derive(Default)]
+struct SentWatermarks {
+    /// The largest watermark sent at an epoch below `from`.
+    folded: Option<Timestamp>,
+    from: Epoch,
+    /// Per epoch at or after `from`, the largest watermark sent there.
+    by_epoch: std::collections::BTreeMap<Epoch, Timestamp>,
+}
+
+impl SentWatermarks {
+    /// A watermark `wm` left at epoch `at`.
+    fn record(&mut self, at: Epoch, wm: Timestamp) {
+        if at < self.from {
+            self.folded = Some(self.folded.map_or(wm, |f| f.max(wm)));
+        } else {
+            let e = self.by_epoch.entry(at).or_insert(wm);
+            *e = (*e).max(wm);
+        }
+    }
+
+    /// The largest watermark sent at an epoch below `epoch` ([`NO_TIMESTAMP`] if none).
+    fn below(&self, epoch: Epoch) -> Timestamp {
+        // The folded epochs are all below `epoch`, as no record of them comes any more (and
+        // counting them otherwise only sends more records alone).
+        let later = self.by_epoch.range(..epoch).map(|(_, &wm)| wm).max();
+        self.folded
+            .into_iter()
+            .chain(later)
+            .max()
+            .unwrap_or(NO_TIMESTAMP)
+    }
+
+    /// Folds the epochs below `epoch` (no record of them comes any more) into one.
+    fn forget_below(&mut self, epoch: Epoch) {
+        if epoch <= self.from {
+            return;
+        }
+        let keep = self.by_epoch.split_off(&epoch);
+        let gone = std::mem::replace(&mut self.by_epoch, keep);
+        self.folded = gone.into_values().chain(self.folded).max();
+        self.from = epoch;
+    }
+}
+
 /// The most partials the local phase buffers before it sends them on.
 const MAX_BUFFERED: usize = 1 << 16;
 
@@ -464,14 +510,21 @@ const MAX_BUFFERED: usize = 1 << 16;
 /// Why lateness stays exact. The keyed operator applies a watermark message at epoch `e` only
 /// once all its input at epochs `<= e` has arrived, so when it handles a partial of epoch `e`
 /// this worker's part of its watermark is at most the largest this worker sent at an epoch
-/// below `e`. Every such message was received before this worker saw any record of epoch `e`
-/// (messages received later leave at `e` or after), so it is at most `local_wm`, the largest
-/// watermark received so far. The keyed operator's watermark is the minimum over all workers,
-/// so it is at most `local_wm` too, unless this worker was idle there: an idle slot leaves the
-/// minimum. Records are therefore combined only while `timestamp > local_wm` and no idle
-/// message has left at an epoch below the record's: such a record is in no late window and
-/// re-fires none, whatever the timing, so combining it changes nothing. Other records (behind
-/// the watermark, without a timestamp, or between windows) travel alone.
+/// below `e`. Such messages leave only while this worker has seen no record of epoch `e` or
+/// later (once it has, every message leaves at `e` or after), so when a record of epoch `e`
+/// comes their largest watermark, [`SentWatermarks::below`]`(e)`, is known. The keyed
+/// operator's watermark is the minimum over all workers, so it is at most that bound too,
+/// unless this worker was idle there: an idle slot leaves the minimum. Records are therefore
+/// combined only while `timestamp > below(e)` and no idle message has left at an epoch below
+/// the record's: such a record is in no late window and re-fires none, whatever the timing,
+/// so combining it changes nothing. Other records (behind the watermark, without a timestamp,
+/// or between windows) travel alone.
+///
+/// The bound is per epoch, not the largest watermark received so far, because an upstream
+/// window fires its results at the epoch of the watermark that fired them, and that watermark
+/// comes with them: the results of a window ending at `t` carry `t`, which that watermark
+/// has reached. They are above every watermark of an earlier epoch, so a second window after
+/// the first (a chained aggregation, q5's maximum over the counts) is combined too.
 pub(crate) fn local_aggregate<'s, K, T, W, R, C>(
     input: Flow<'s, T>,
     key: KeyFn<K, T>,
@@ -505,7 +558,7 @@ where
             Pipeline,
             &op_name,
             move |_initial, _info| {
-                let mut local_wm = NO_TIMESTAMP;
+                let mut sent = SentWatermarks::default();
                 let mut idle_from: Option<Epoch> = None;
                 let mut max_data_epoch: Epoch = 0;
                 let mut held: Option<Capability<Epoch>> = None;
@@ -534,7 +587,7 @@ where
                             if msg.idle {
                                 idle_from = Some(idle_from.map_or(at, |f| f.min(at)));
                             } else {
-                                local_wm = local_wm.max(msg.wm);
+                                sent.record(at, msg.wm);
                             }
                             session.give((NO_TIMESTAMP, Out::Watermark(msg)));
                         }
@@ -549,6 +602,7 @@ where
                             }
                         }
                         let combine = idle_from.is_none_or(|f| f >= epoch);
+                        let local_wm = sent.below(epoch);
                         let mut n = 0u64;
                         let done = crate::function::guard(&shared, &name, || {
                             for (ts, x) in batch.drain(..) {
@@ -590,6 +644,10 @@ where
                             }
                         }
                     });
+                    // No record of an epoch below the input frontier comes any more.
+                    if let Some(&least) = data_frontier.frontier().first() {
+                        sent.forget_below(least);
+                    }
                     // The epoch's input is complete: send its partials.
                     let complete = held
                         .as_ref()

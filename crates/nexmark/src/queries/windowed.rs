@@ -123,9 +123,11 @@ pub fn q5(events: &DataStream<Event>) -> DataStream<HotItemRow> {
         })
         .name("q5.count")
         // Counts carry their window's max timestamp, so each lands in the 2 s tumbling window
-        // that ends with its sliding window.
+        // that ends with its sliding window. Each worker keeps only its own most bid auctions
+        // of a window before the shuffle (two phases again).
         .key_by(|c| c.window_end)
         .window(TumblingEventTimeWindows::of(HOT_SLIDE))
+        .local_global(true)
         .aggregate_with(MostBids, |_end, _w, rows, out| out.extend(rows))
         .name("q5.max")
 }
