@@ -11,80 +11,10 @@ use std::sync::Arc;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use spate_dataflow::{JobConfig, StreamEnv};
-use spate_types::{
-    Sink, SinkContext, SinkWriter, Source, SourceContext, SourceOutput, SourceReader, SourceStatus,
-    SpateResult,
-};
 
-/// Records per job.
-const RECORDS: u64 = 4_000_000;
+mod common;
 
-/// `0..RECORDS`.
-struct Generated;
-
-impl Source<u64> for Generated {
-    fn name(&self) -> String {
-        "generated".into()
-    }
-
-    fn is_bounded(&self) -> bool {
-        true
-    }
-
-    fn create_reader(&self, _ctx: &SourceContext) -> SpateResult<Box<dyn SourceReader<u64>>> {
-        Ok(Box::new(GeneratedReader { next: 0 }))
-    }
-}
-
-struct GeneratedReader {
-    next: u64,
-}
-
-impl SourceReader<u64> for GeneratedReader {
-    fn poll(
-        &mut self,
-        out: &mut SourceOutput<'_, u64>,
-        max_records: usize,
-    ) -> SpateResult<SourceStatus> {
-        let end = RECORDS.min(self.next + max_records as u64);
-        for i in self.next..end {
-            out.push(i);
-        }
-        self.next = end;
-        Ok(if self.next < RECORDS {
-            SourceStatus::More
-        } else {
-            SourceStatus::Finished
-        })
-    }
-}
-
-/// Counts what it receives.
-struct Counting(Arc<AtomicU64>);
-
-impl Sink<u64> for Counting {
-    fn name(&self) -> String {
-        "counting".into()
-    }
-
-    fn create_writer(&self, _ctx: &SinkContext) -> SpateResult<Box<dyn SinkWriter<u64>>> {
-        Ok(Box::new(CountingWriter(Arc::clone(&self.0))))
-    }
-}
-
-struct CountingWriter(Arc<AtomicU64>);
-
-impl SinkWriter<u64> for CountingWriter {
-    fn write_batch(&mut self, records: &mut Vec<u64>) -> SpateResult<()> {
-        self.0.fetch_add(records.len() as u64, Ordering::Relaxed);
-        records.clear();
-        Ok(())
-    }
-
-    fn close(&mut self) -> SpateResult<()> {
-        Ok(())
-    }
-}
+use common::{Counting, Generated, RECORDS};
 
 /// The job; two thirds of the records pass the filter and `flat_map` doubles them.
 fn job(chaining: bool) {
