@@ -30,6 +30,7 @@ use serde::Serialize;
 pub use spate_checkpoint as checkpoint;
 pub use spate_connectors as connectors;
 pub use spate_dataflow as dataflow;
+pub use spate_metrics as metrics;
 pub use spate_types as types;
 
 use spate_connectors::{

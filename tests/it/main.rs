@@ -13,6 +13,7 @@ mod flow_control;
 mod functions;
 mod joins;
 mod keyed_lifecycle;
+mod metrics;
 mod operators;
 mod sensors;
 mod side_outputs;

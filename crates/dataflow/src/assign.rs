@@ -83,6 +83,7 @@ fn assign<'s, T: Data>(
     let operator = name.to_owned();
     let interval = ctx.config().auto_watermark_interval;
     let scope = ctx.scope;
+    let cells = ctx.cells();
     let mut builder = OperatorBuilder::new(input.name_with(name), scope);
     let info = builder.operator_info();
     let wm_in = input.wm.clone();
@@ -111,6 +112,9 @@ fn assign<'s, T: Data>(
             let mut saw_records = false;
             pull(&mut |c, batch| {
                 let Some(&epoch) = c.least() else { return };
+                let _busy = cells.busy();
+                cells.count_in(batch.len());
+                cells.count_out(batch.len());
                 max_epoch = max_epoch.max(epoch);
                 let mut session = records.session(c);
                 crate::function::guard(&shared, &operator, || {
@@ -169,6 +173,11 @@ fn assign<'s, T: Data>(
                 }
             }
             if let Some(msg) = send {
+                if !msg.idle {
+                    cells
+                        .output_wm
+                        .store(msg.wm, std::sync::atomic::Ordering::Relaxed);
+                }
                 // At the epoch of every record sent so far (see `crate::time`).
                 let at = held.delayed(&max_epoch.max(*held.time()));
                 wm_out.activate().session(&at).give(msg);

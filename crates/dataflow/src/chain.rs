@@ -36,8 +36,11 @@ use timely::dataflow::operators::InputCapability;
 use timely::dataflow::Scope;
 use timely::progress::operate::FrontierInterest;
 
+use std::time::Instant;
+
 use crate::execute::JobShared;
 use crate::function::guard;
+use crate::metrics::Cells;
 use crate::plan::{Epoch, Flow, WStream};
 use crate::time::Timestamp;
 
@@ -71,6 +74,7 @@ pub(crate) struct Stage<T, R, F> {
     f: Arc<F>,
     shared: Arc<JobShared>,
     operator: String,
+    cells: Arc<Cells>,
     failed: bool,
     out: Batch<R>,
     _in: std::marker::PhantomData<fn(T)>,
@@ -80,11 +84,17 @@ impl<T, R, F> Stage<T, R, F>
 where
     F: Fn(&mut Batch<T>, &mut Batch<R>) -> Result<(), String>,
 {
-    pub(crate) fn new(f: Arc<F>, shared: Arc<JobShared>, operator: &str) -> Self {
+    pub(crate) fn new(
+        f: Arc<F>,
+        shared: Arc<JobShared>,
+        operator: &str,
+        cells: Arc<Cells>,
+    ) -> Self {
         Stage {
             f,
             shared,
             operator: operator.to_owned(),
+            cells,
             failed: false,
             out: Vec::new(),
             _in: std::marker::PhantomData,
@@ -98,7 +108,11 @@ where
             return false;
         }
         let (f, out) = (&self.f, &mut self.out);
-        match guard(&self.shared, &self.operator, || f(batch, out)) {
+        self.cells.count_in(batch.len());
+        let start = Instant::now();
+        let result = guard(&self.shared, &self.operator, || f(batch, out));
+        self.cells.add_busy(start.elapsed().as_nanos() as u64);
+        match result {
             Some(Ok(())) => {}
             Some(Err(message)) => {
                 self.failed = true;
@@ -112,6 +126,7 @@ where
             batch.clear();
             return false;
         }
+        self.cells.count_out(self.out.len());
         !self.out.is_empty()
     }
 }

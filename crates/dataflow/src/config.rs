@@ -51,6 +51,10 @@ pub struct JobConfig {
     /// the final checkpoint, copied into a self-contained location that retention never
     /// touches, to restore later with `restore`, on any number of workers.
     pub savepoint_dir: Option<String>,
+    /// The directory under which savepoints asked for while the job runs (the REST API's
+    /// savepoint and stop with savepoint) are written; a request may name only a location
+    /// inside it. `None`: `<checkpoint_dir>/savepoints`.
+    pub savepoint_root: Option<String>,
     /// How the supervisor restarts a checkpointed job whose process died.
     pub restart_strategy: RestartStrategy,
     /// Where keyed operators keep the state of their keys: on the heap (the default), or on
@@ -224,6 +228,7 @@ impl Default for JobConfig {
             restore: None,
             allow_non_restored_state: false,
             savepoint_dir: None,
+            savepoint_root: None,
             restart_strategy: RestartStrategy::default(),
             state_backend: StateBackend::Memory,
             supervised: false,
@@ -258,6 +263,16 @@ impl JobConfig {
     pub fn with_processes(mut self, processes: usize) -> Self {
         self.processes = processes;
         self
+    }
+
+    /// Where savepoints taken while the job runs go (see [`JobConfig::savepoint_root`]);
+    /// `None` when the job has no checkpoint directory, so it cannot take any.
+    pub fn savepoint_root(&self) -> Option<String> {
+        let dir = self.checkpoint_dir.as_deref()?;
+        Some(match &self.savepoint_root {
+            Some(root) => root.clone(),
+            None => format!("{}/savepoints", dir.trim_end_matches('/')),
+        })
     }
 
     /// The total number of workers over all processes.

@@ -88,6 +88,7 @@ impl<A: Data, B: Data> ConnectedStreams<A, B> {
                 let shared = Arc::clone(ctx.shared());
                 let operator = name.to_owned();
                 let wm = ctx.merge_wms(vec![x.wm, y.wm], name);
+                let cells = ctx.cells();
                 let data = x
                     .data
                     .binary::<_, CapacityContainerBuilder<Vec<(Timestamp, R)>>, _, _, _, _>(
@@ -97,17 +98,22 @@ impl<A: Data, B: Data> ConnectedStreams<A, B> {
                         name,
                         move |_, _| {
                             move |in1, in2, output| {
+                                let _busy = cells.busy();
                                 in1.for_each(|cap, one_batch| {
                                     let data = std::iter::once(one_batch);
                                     let mut session = output.session(&cap);
                                     for batch in data {
+                                        cells.count_in(batch.len());
+                                        let mut n = 0usize;
                                         guard(&shared, &operator, || {
                                             for (ts, a) in batch.drain(..) {
-                                                session.give_iterator(
-                                                    f1(a).into_iter().map(|r| (ts, r)),
-                                                );
+                                                session.give_iterator(f1(a).into_iter().map(|r| {
+                                                    n += 1;
+                                                    (ts, r)
+                                                }));
                                             }
                                         });
+                                        cells.count_out(n);
                                         batch.clear();
                                     }
                                 });
@@ -115,13 +121,17 @@ impl<A: Data, B: Data> ConnectedStreams<A, B> {
                                     let data = std::iter::once(one_batch);
                                     let mut session = output.session(&cap);
                                     for batch in data {
+                                        cells.count_in(batch.len());
+                                        let mut n = 0usize;
                                         guard(&shared, &operator, || {
                                             for (ts, b) in batch.drain(..) {
-                                                session.give_iterator(
-                                                    f2(b).into_iter().map(|r| (ts, r)),
-                                                );
+                                                session.give_iterator(f2(b).into_iter().map(|r| {
+                                                    n += 1;
+                                                    (ts, r)
+                                                }));
                                             }
                                         });
+                                        cells.count_out(n);
                                         batch.clear();
                                     }
                                 });

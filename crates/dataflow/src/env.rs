@@ -50,7 +50,11 @@ pub struct StreamEnv {
     config: JobConfig,
     stop: Arc<AtomicBool>,
     progress: Arc<Progress>,
+    on_start: Vec<StartHook>,
 }
+
+/// What [`StreamEnv::on_start`] calls with the view of a job that starts.
+type StartHook = Box<dyn Fn(Arc<dyn spate_metrics::JobView>)>;
 
 /// Which part a process played in a job.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,6 +85,12 @@ pub struct JobResult {
     /// operators counts once; see [`crate::chain`]), on [`Role::Single`] and
     /// [`Role::Leader`]; 0 elsewhere.
     pub operators: usize,
+    /// The job was canceled ([`spate_metrics::JobView::cancel`]): its sources stopped, its
+    /// sinks were dropped without a final commit, and no savepoint was written.
+    pub canceled: bool,
+    /// The last snapshot of the job in this process: metrics of every operator instance,
+    /// checkpoints, exceptions, state transitions (`None` on the supervisor).
+    pub snapshot: Option<spate_metrics::JobSnapshot>,
 }
 
 impl JobResult {
@@ -118,7 +128,16 @@ impl StreamEnv {
             config,
             stop: Arc::new(AtomicBool::new(false)),
             progress: Arc::new(Progress::default()),
+            on_start: Vec::new(),
         }
+    }
+
+    /// Calls `f` with the live view of the job when `execute` starts it (before its first
+    /// record): a snapshot on demand, and control (cancel, savepoints, stop with savepoint).
+    /// The view stays valid after the job ends (its last snapshot, operations refused).
+    pub fn on_start(&mut self, f: impl Fn(Arc<dyn spate_metrics::JobView>) + 'static) -> &mut Self {
+        self.on_start.push(Box::new(f));
+        self
     }
 
     /// Chains no operator to another: every operator runs as a timely operator of its own
@@ -204,8 +223,13 @@ impl StreamEnv {
                 role: Role::Supervisor,
                 elapsed: running.elapsed(),
                 totals: BTreeMap::new(),
-                metrics: BTreeMap::from([("fullRestarts".to_owned(), restarts)]),
+                metrics: BTreeMap::from([
+                    ("fullRestarts".to_owned(), restarts),
+                    ("numRestarts".to_owned(), restarts),
+                ]),
                 operators: 0,
+                canceled: false,
+                snapshot: None,
             });
         }
         let plan = Arc::new(self.plan.borrow().clone());
@@ -217,6 +241,21 @@ impl StreamEnv {
         // A process that nobody supervises restarts a checkpointed job in place: a failure that
         // a restart may cure (storage, network, a bug; not bad input or configuration) runs the
         // job again from its latest completed checkpoint, as the restart strategy allows.
+        let observer =
+            crate::view::Observer::start(job_name, &config, &plan, Arc::clone(&self.stop));
+        let view: Arc<dyn spate_metrics::JobView> = observer.clone();
+        let _server = crate::web::serve(&config, Arc::clone(&view))?;
+        for hook in &self.on_start {
+            hook(Arc::clone(&view));
+        }
+        // However `execute` ends, the sampler stops and pending operations fail.
+        struct EndObserver(Arc<crate::view::Observer>);
+        impl Drop for EndObserver {
+            fn drop(&mut self) {
+                self.0.end();
+            }
+        }
+        let _end = EndObserver(Arc::clone(&observer));
         let mut backoff = cluster::Backoff::new(&config.restart_strategy);
         let mut restarts = 0u64;
         let mut checkpoint_ids = 0u64;
@@ -234,10 +273,15 @@ impl StreamEnv {
                 &mut runtime_opened,
                 &mut checkpoint_ids,
                 &running,
+                &observer,
             );
             let error = match result {
                 Ok(mut r) => {
                     r.metrics.insert("fullRestarts".to_owned(), restarts);
+                    r.metrics.insert("numRestarts".to_owned(), restarts);
+                    r.canceled = observer.canceled();
+                    observer.finish();
+                    r.snapshot = Some(observer.job_snapshot());
                     return Ok(r);
                 }
                 Err(e) => e,
@@ -246,15 +290,20 @@ impl StreamEnv {
                 && config.checkpoint_dir.is_some()
                 && error.domain() != spate_types::ErrorDomain::User
                 && !running.stop_requested()
+                && !observer.canceled()
                 && !self.stop.load(std::sync::atomic::Ordering::Relaxed);
             if !retryable {
+                observer.run_failed(&error.to_string(), false);
                 return Err(error);
             }
             let Some(delay) = backoff.next(started.elapsed()) else {
-                return Err(SpateError::Execution(format!(
+                let error = SpateError::Execution(format!(
                     "{error}; the restart strategy allows no more restarts after {restarts}"
-                )));
+                ));
+                observer.run_failed(&error.to_string(), false);
+                return Err(error);
             };
+            observer.run_failed(&error.to_string(), true);
             restarts += 1;
             tracing::warn!(%error, restart = restarts, ?delay, "restarting the job from its latest checkpoint");
             std::thread::sleep(delay);
@@ -279,6 +328,7 @@ impl StreamEnv {
         runtime_opened: &mut bool,
         checkpoint_ids: &mut u64,
         running: &RunningJob,
+        observer: &Arc<crate::view::Observer>,
     ) -> SpateResult<JobResult> {
         let role = match config.process_index {
             None => Role::Single,
@@ -292,15 +342,24 @@ impl StreamEnv {
             running.flag(),
             Arc::clone(&self.progress),
         );
+        job.observer = Some(Arc::clone(observer));
+        job.cancel = observer.cancel_flag();
         let claims = plan.state_ids()?;
+        let restore_started = Instant::now();
         job.checkpoints = CheckpointRuntime::open(
             &job.config,
             &claims,
             &job.metrics,
             runtime_opened,
             *checkpoint_ids,
+            Some(Arc::clone(observer)),
         )?;
         *runtime_opened = true;
+        observer.begin_run(
+            Arc::clone(&job.live),
+            job.checkpoints.clone(),
+            restore_started,
+        );
         let shared = Arc::new(job);
         // However the run ends, a restart's checkpoint ids follow those this run began.
         struct NoteIds<'a>(&'a mut u64, Option<Arc<CheckpointRuntime>>);
@@ -374,7 +433,16 @@ impl StreamEnv {
         if let Some(panic) = panics.into_iter().next() {
             return Err(SpateError::Internal(format!("a worker panicked: {panic}")));
         }
-        if let (Some(target), Some(rt)) = (&shared.config.savepoint_dir, &shared.checkpoints) {
+        let stop_request = observer.take_stop_request();
+        if observer.canceled() {
+            // Canceled: no savepoint.
+        } else if let (Some(request), Some(rt)) = (&stop_request, &shared.checkpoints) {
+            // A stop with savepoint: the final checkpoint goes to the requested target.
+            if matches!(role, Role::Single | Role::Leader) {
+                observer.complete_stop(request, rt);
+            }
+        } else if let (Some(target), Some(rt)) = (&shared.config.savepoint_dir, &shared.checkpoints)
+        {
             // The final checkpoint is complete everywhere (workers wait for it before they
             // close), so the process of worker 0 copies it out.
             if matches!(role, Role::Single | Role::Leader) {
@@ -388,6 +456,8 @@ impl StreamEnv {
             totals,
             metrics: shared.metrics.snapshot(),
             operators: shared.operators.load(std::sync::atomic::Ordering::Relaxed),
+            canceled: false,
+            snapshot: None,
         })
     }
 }

@@ -40,7 +40,7 @@ use crate::checkpoint::coordinator::{
 use crate::checkpoint::snapshot::{Cuts, SharedSnapshots, SnapshotHandle, WorkerSnapshots};
 use crate::checkpoint::{boundary, interval_of, EpochClock};
 use crate::config::JobConfig;
-use crate::metrics::Metrics;
+use crate::metrics::{add, Cells, LatencyProbe, LiveMetrics, Metrics, Seals, SEALS_KEPT};
 use crate::plan::{Epoch, ErasedStream, Flow, Plan, TStream, WStream};
 use crate::time::{
     self, SourceWatermarks, Timestamp, WatermarkStrategy, WmMsg, MAX_WATERMARK, NO_TIMESTAMP,
@@ -123,12 +123,18 @@ pub(crate) struct JobShared {
     pub(crate) config: JobConfig,
     /// Set when any worker of this process fails; all of them then stop.
     abort: AtomicBool,
+    /// Set when the job is canceled: every worker stops as on a failure, with no error.
+    pub(crate) cancel: Arc<AtomicBool>,
     error: Mutex<Option<SpateError>>,
     /// A stop asked for by the API ([`crate::StopHandle`]).
     pub(crate) stop: Arc<AtomicBool>,
     /// A stop asked for by a signal or [`request_stop`] while this job runs.
     signal_stop: Arc<AtomicBool>,
     pub(crate) metrics: Arc<Metrics>,
+    /// The live cells of this run's operator instances and workers.
+    pub(crate) live: Arc<LiveMetrics>,
+    /// The job's observer (state, checkpoints, exceptions, control), shared by its runs.
+    pub(crate) observer: Option<Arc<crate::view::Observer>>,
     /// Source-side totals over all workers of all processes, filled on global worker 0.
     pub(crate) totals: Mutex<BTreeMap<String, u64>>,
     /// Bounded-source progress of this process's workers: (done, total).
@@ -162,10 +168,13 @@ impl JobShared {
         JobShared {
             config,
             abort: AtomicBool::new(false),
+            cancel: Arc::new(AtomicBool::new(false)),
             error: Mutex::new(None),
             stop,
             signal_stop,
             metrics: Arc::new(Metrics::default()),
+            live: Arc::new(LiveMetrics::default()),
+            observer: None,
             totals: Mutex::new(BTreeMap::new()),
             progress,
             checkpoints: None,
@@ -206,7 +215,7 @@ impl JobShared {
 
     /// Whether the job is failing: every worker stops.
     pub(crate) fn aborted(&self) -> bool {
-        self.abort.load(Ordering::Relaxed)
+        self.abort.load(Ordering::Relaxed) || self.cancel.load(Ordering::Relaxed)
     }
 
     pub(crate) fn take_error(&self) -> Option<SpateError> {
@@ -233,6 +242,13 @@ pub struct BuildCtx<'s> {
     pub(crate) chained: bool,
     /// The side outputs of the node being built that the job reads (see [`crate::side`]).
     pub(crate) sides: Vec<Arc<dyn crate::side::SidePort>>,
+    /// The plan index of the node being built.
+    pub(crate) node: usize,
+    /// The node's keyed operator reads what an earlier operator of the same node counted
+    /// already (a window's local pre-aggregation): it counts no input.
+    pub(crate) skip_input_count: bool,
+    /// When this worker closed its epochs (for epoch latency).
+    pub(crate) seals: Seals,
 }
 
 impl<'s> BuildCtx<'s> {
@@ -248,6 +264,16 @@ impl<'s> BuildCtx<'s> {
 
     pub(crate) fn config(&self) -> &JobConfig {
         &self.shared.config
+    }
+
+    /// The live metric cells of the node being built on this worker.
+    pub(crate) fn cells(&self) -> Arc<Cells> {
+        self.shared.live.instance(self.node, self.index())
+    }
+
+    /// A probe that records the epoch latency of the node being built on this worker.
+    pub(crate) fn latency_probe(&self) -> LatencyProbe {
+        LatencyProbe::new(Rc::clone(&self.seals), self.cells())
     }
 
     /// The shared state of the job in this process.
@@ -436,6 +462,7 @@ impl<'s> BuildCtx<'s> {
             emitted: 0,
             dead_lettered: 0,
             records_out,
+            cells: self.cells(),
             last_progress: (0, 0),
         }));
         Flow {
@@ -482,7 +509,14 @@ impl<'s> BuildCtx<'s> {
                 None
             }
         };
+        let (cells, latency) = if id == self.uid {
+            (self.cells(), Some(self.latency_probe()))
+        } else {
+            (Cells::detached(), None)
+        };
         let mut state = SinkState {
+            cells,
+            latency,
             name: name.to_owned(),
             writer,
             scratch: Vec::new(),
@@ -546,6 +580,8 @@ pub(crate) enum SinkInput<'s, T> {
 
 /// One worker's sink writer inside its operator.
 struct SinkState<T> {
+    cells: Arc<Cells>,
+    latency: Option<LatencyProbe>,
     name: String,
     writer: Option<Box<dyn SinkWriter<T>>>,
     scratch: Vec<T>,
@@ -588,7 +624,7 @@ impl<T> SinkState<T> {
             match prepared {
                 Ok(bytes) => {
                     for (_, mut records) in self.cuts.taken(Some(bytes)) {
-                        self.write(&mut records);
+                        self.write_counted(&mut records);
                     }
                 }
                 Err(e) => {
@@ -599,12 +635,25 @@ impl<T> SinkState<T> {
             }
         }
         for (_, mut records) in self.cuts.released() {
-            self.write(&mut records);
+            self.write_counted(&mut records);
         }
     }
 
     /// After the records of an activation: cuts, publishing, time-based rolling, the end.
     fn step(
+        &mut self,
+        frontier: &timely::progress::frontier::MutableAntichain<Epoch>,
+        activator: &timely::scheduling::Activator,
+    ) {
+        let start = Instant::now();
+        if let Some(l) = self.latency.as_mut() {
+            l.observe(&frontier.frontier());
+        }
+        self.step_inner(frontier, activator);
+        self.cells.add_busy(start.elapsed().as_nanos() as u64);
+    }
+
+    fn step_inner(
         &mut self,
         frontier: &timely::progress::frontier::MutableAntichain<Epoch>,
         activator: &timely::scheduling::Activator,
@@ -635,8 +684,20 @@ impl<T> SinkState<T> {
     }
 
     fn write(&mut self, data: &mut Vec<(Timestamp, T)>) {
+        let start = Instant::now();
+        self.write_counted(data);
+        self.cells.add_busy(start.elapsed().as_nanos() as u64);
+    }
+
+    /// Counts and writes, untimed (inside a timed step).
+    fn write_counted(&mut self, data: &mut Vec<(Timestamp, T)>) {
         self.records_in
             .fetch_add(data.len() as u64, Ordering::Relaxed);
+        self.cells.count_in(data.len());
+        self.write_inner(data);
+    }
+
+    fn write_inner(&mut self, data: &mut Vec<(Timestamp, T)>) {
         if let Some(w) = self.writer.as_mut() {
             self.scratch.extend(data.drain(..).map(|(_, x)| x));
             if let Err(e) = w.write_batch(&mut self.scratch) {
@@ -687,6 +748,8 @@ pub(crate) trait SourceDriver {
     fn positions(&self) -> Option<(String, Vec<spate_types::SplitPosition>)>;
     /// `(name, emitted, dropped, dead-lettered)` so far.
     fn stats(&self) -> (&str, u64, u64, u64);
+    /// The source instance's live metric cells.
+    fn cells(&self) -> &Arc<Cells>;
 }
 
 struct TypedDriver<T: spate_types::Data> {
@@ -708,6 +771,7 @@ struct TypedDriver<T: spate_types::Data> {
     emitted: u64,
     dead_lettered: u64,
     records_out: Arc<AtomicU64>,
+    cells: Arc<Cells>,
     last_progress: (u64, u64),
 }
 
@@ -741,11 +805,16 @@ impl<T: spate_types::Data> SourceDriver for TypedDriver<T> {
         if n > 0 {
             self.emitted += n as u64;
             self.records_out.fetch_add(n as u64, Ordering::Relaxed);
+            self.cells.count_out(n);
             input.send_batch(&mut self.stamped);
             self.stamped.clear();
         }
+        self.cells.dropped.store(self.dropped, Ordering::Relaxed);
         if !self.dead_letters.is_empty() {
             self.dead_lettered += self.dead_letters.len() as u64;
+            self.cells
+                .dead_lettered
+                .store(self.dead_lettered, Ordering::Relaxed);
             match self.dead_letter_input.as_mut() {
                 Some(dl) => {
                     let mut stamped: Vec<(Timestamp, DeadLetter)> = self
@@ -775,6 +844,11 @@ impl<T: spate_types::Data> SourceDriver for TypedDriver<T> {
                 .total
                 .fetch_add(total.saturating_sub(last_total), Ordering::Relaxed);
             self.last_progress = (done.max(last_done), total.max(last_total));
+            if total > 0 {
+                self.cells
+                    .pending
+                    .store(total.saturating_sub(done), Ordering::Relaxed);
+            }
         }
         Ok((n, status))
     }
@@ -782,6 +856,9 @@ impl<T: spate_types::Data> SourceDriver for TypedDriver<T> {
     fn tick(&mut self, now: Instant) {
         if let (Some(wms), Some(wm_input)) = (self.watermarks.as_mut(), self.wm_input.as_mut()) {
             if let Some(msg) = wms.tick(now) {
+                if !msg.idle {
+                    self.cells.output_wm.store(msg.wm, Ordering::Relaxed);
+                }
                 wm_input.send(msg);
             }
         }
@@ -789,6 +866,7 @@ impl<T: spate_types::Data> SourceDriver for TypedDriver<T> {
 
     fn finish(&mut self, close: bool) {
         if let Some(wm_input) = self.wm_input.as_mut() {
+            self.cells.output_wm.store(MAX_WATERMARK, Ordering::Relaxed);
             wm_input.send(WmMsg {
                 slot: 0,
                 wm: MAX_WATERMARK,
@@ -834,6 +912,24 @@ impl<T: spate_types::Data> SourceDriver for TypedDriver<T> {
     fn stats(&self) -> (&str, u64, u64, u64) {
         (&self.name, self.emitted, self.dropped, self.dead_lettered)
     }
+
+    fn cells(&self) -> &Arc<Cells> {
+        &self.cells
+    }
+}
+
+/// Steps the worker, or parks it for up to a millisecond when it has nothing to do; the time
+/// not spent in Spate's operators counts as the worker's idle time.
+fn step_or_park_timed(worker: &mut timely::worker::Worker, cells: &crate::metrics::WorkerCells) {
+    let busy_before = cells.busy_ns.load(Ordering::Relaxed);
+    let start = Instant::now();
+    worker.step_or_park(Some(Duration::from_millis(1)));
+    let spent = start.elapsed().as_nanos() as u64;
+    let busy = cells
+        .busy_ns
+        .load(Ordering::Relaxed)
+        .wrapping_sub(busy_before);
+    add(&cells.idle_ns, spent.saturating_sub(busy));
 }
 
 /// Builds the plan on one worker and runs it to completion, failure or stop.
@@ -848,6 +944,8 @@ pub(crate) fn run_worker(
     let snapshots: SharedSnapshots = Rc::new(RefCell::new(WorkerSnapshots::default()));
     let inbox: Rc<RefCell<Vec<Report>>> = Rc::new(RefCell::new(Vec::new()));
     let dataflow_index = worker.next_dataflow_index();
+    let seals: Seals = Rc::new(RefCell::new(VecDeque::new()));
+    let worker_cells = shared.live.worker(worker.index());
     let (mut drivers, mut stats_input, control) = worker.dataflow_named(job_name, |scope| {
         let mut ctx = BuildCtx {
             scope,
@@ -859,6 +957,9 @@ pub(crate) fn run_worker(
             job: job_name.to_owned(),
             chained: false,
             sides: Vec::new(),
+            node: 0,
+            skip_input_count: false,
+            seals: Rc::clone(&seals),
         };
         let uids = plan.state_ids().expect("execute checks the uids first");
         let heads = plan.chain_heads();
@@ -875,6 +976,8 @@ pub(crate) fn run_worker(
                 })
                 .collect();
             let id = streams.len();
+            ctx.node = id;
+            ctx.skip_input_count = false;
             ctx.uid.clone_from(&uids[id]);
             ctx.chained = heads[id] != id;
             ctx.sides = std::mem::take(&mut side_ports[id]);
@@ -962,6 +1065,9 @@ pub(crate) fn run_worker(
     // has completed everywhere: the final checkpoint, which sinks publish. A worker that left
     // earlier would take no part in the checkpoints the others still need.
     let mut final_checkpoint: Option<u64> = None;
+    // Per source: whether it had more to give at its last poll (for backpressure).
+    let mut wants: Vec<bool> = vec![true; drivers.len()];
+    let mut last_iteration = Instant::now();
 
     loop {
         if shared.aborted() {
@@ -971,8 +1077,18 @@ pub(crate) fn run_worker(
         if !stopping && shared.stop_requested() {
             // A clean stop: close every source, then drain like a bounded job.
             stopping = true;
+            let drain = shared
+                .observer
+                .as_ref()
+                .is_some_and(|o| o.drain_requested());
             for d in drivers.iter_mut() {
-                if checkpointer.is_some() {
+                if checkpointer.is_some() && drain {
+                    // Stop with drain: the final watermark fires every window and timer
+                    // before the final checkpoint.
+                    if !d.is_finished() {
+                        d.finish(false);
+                    }
+                } else if checkpointer.is_some() {
                     d.stop();
                 } else {
                     d.close();
@@ -987,21 +1103,47 @@ pub(crate) fn run_worker(
         }
         let may_emit = in_flight.len() <= k;
         let mut has_more = false;
+        let iteration = Instant::now();
+        let held_back = iteration
+            .saturating_duration_since(last_iteration)
+            .as_nanos() as u64;
+        last_iteration = iteration;
+        worker_cells
+            .epochs_in_flight
+            .store(in_flight.len() as u64, Ordering::Relaxed);
+        for (d, wants) in drivers.iter().zip(&wants) {
+            // Backpressured: the source had more to give, but flow control holds it back.
+            let held = !may_emit && *wants && !d.is_finished();
+            let cells = d.cells();
+            if held {
+                add(&cells.backpressured_ns, held_back);
+            }
+            if cells.backpressured.load(Ordering::Relaxed) != held {
+                cells.backpressured.store(held, Ordering::Relaxed);
+            }
+        }
         if may_emit {
-            for d in drivers.iter_mut().filter(|d| !d.is_finished()) {
+            for (d, wants) in drivers
+                .iter_mut()
+                .zip(wants.iter_mut())
+                .filter(|(d, _)| !d.is_finished())
+            {
                 let budget = cfg
                     .epoch_max_records
                     .saturating_sub(emitted_in_epoch)
                     .clamp(1, cfg.poll_batch);
+                let started = Instant::now();
                 let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                     d.poll(budget, &shared)
                 }))
                 .unwrap_or_else(|payload| {
                     Err(crate::function::panicked(d.stats().0, payload.as_ref()))
                 });
+                d.cells().add_busy(started.elapsed().as_nanos() as u64);
                 match polled {
                     Ok((n, status)) => {
                         emitted_in_epoch += n;
+                        *wants = matches!(status, SourceStatus::More);
                         match status {
                             SourceStatus::More => has_more = true,
                             SourceStatus::Idle => {}
@@ -1081,6 +1223,13 @@ pub(crate) fn run_worker(
             if let Some(cp) = checkpointer.as_mut() {
                 cp.advance_to(next);
             }
+            {
+                let mut seals = seals.borrow_mut();
+                seals.push_back((epoch, now));
+                if seals.len() > SEALS_KEPT {
+                    seals.pop_front();
+                }
+            }
             epoch = next;
             in_flight.push_back(next);
             emitted_in_epoch = 0;
@@ -1089,7 +1238,7 @@ pub(crate) fn run_worker(
         if has_more && may_emit {
             worker.step();
         } else {
-            worker.step_or_park(Some(Duration::from_millis(1)));
+            step_or_park_timed(worker, &worker_cells);
         }
     }
 
@@ -1121,7 +1270,7 @@ pub(crate) fn run_worker(
                 checkpointer = None;
             }
         }
-        worker.step_or_park(Some(Duration::from_millis(1)));
+        step_or_park_timed(worker, &worker_cells);
     }
     let mut totals = shared.totals.lock().unwrap_or_else(|p| p.into_inner());
     for (name, value) in totals_out.borrow_mut().drain(..) {

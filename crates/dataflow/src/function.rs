@@ -100,24 +100,65 @@ pub type FunctionError = Box<dyn std::error::Error + Send + Sync>;
 pub type FunctionResult<T = ()> = Result<T, FunctionError>;
 
 /// A counter of a user function, registered in the job's metrics as `<operator>.<name>`
-/// (shared by the operator's instances in a process, so it shows their total).
+/// (shared by the operator's instances in a process, so it shows their total) and in the
+/// instance's snapshot as `<name>` (its own count).
 #[derive(Debug, Clone)]
-pub struct Counter(Arc<AtomicU64>);
+pub struct Counter {
+    shared: Arc<AtomicU64>,
+    instance: Option<Arc<AtomicU64>>,
+}
 
 impl Counter {
     /// Adds one.
     pub fn inc(&self) {
-        self.0.fetch_add(1, Ordering::Relaxed);
+        self.inc_by(1);
     }
 
     /// Adds `n`.
     pub fn inc_by(&self, n: u64) {
-        self.0.fetch_add(n, Ordering::Relaxed);
+        self.shared.fetch_add(n, Ordering::Relaxed);
+        if let Some(i) = &self.instance {
+            i.fetch_add(n, Ordering::Relaxed);
+        }
     }
 
-    /// The current count.
+    /// The current count over the operator's instances in this process.
     pub fn count(&self) -> u64 {
-        self.0.load(Ordering::Relaxed)
+        self.shared.load(Ordering::Relaxed)
+    }
+}
+
+/// A gauge that a user function sets (Flink's settable gauge), shown in its instance's
+/// snapshot under its name.
+#[derive(Debug, Clone)]
+pub struct Gauge(Arc<AtomicU64>);
+
+impl Gauge {
+    /// Sets the value.
+    pub fn set(&self, v: f64) {
+        self.0.store(v.to_bits(), Ordering::Relaxed);
+    }
+
+    /// The value.
+    pub fn value(&self) -> f64 {
+        f64::from_bits(self.0.load(Ordering::Relaxed))
+    }
+}
+
+/// A histogram of a user function (log buckets, ≤ 12.5 % error), shown in its instance's
+/// snapshot with Flink's quantiles.
+#[derive(Debug, Clone)]
+pub struct MetricHistogram(Arc<std::sync::Mutex<spate_metrics::Histogram>>);
+
+impl MetricHistogram {
+    /// Records one value.
+    pub fn update(&self, v: u64) {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).record(v);
+    }
+
+    /// Values recorded so far.
+    pub fn count(&self) -> u64 {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).count()
     }
 }
 
@@ -126,13 +167,63 @@ impl Counter {
 pub struct MetricGroup {
     metrics: Arc<Metrics>,
     operator: String,
+    cells: Option<Arc<crate::metrics::Cells>>,
 }
 
 impl MetricGroup {
+    fn register(
+        &self,
+        name: &str,
+        metric: crate::metrics::UserMetric,
+    ) -> crate::metrics::UserMetric {
+        match &self.cells {
+            Some(c) => c
+                .user
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .entry(name.to_owned())
+                .or_insert(metric)
+                .clone(),
+            None => metric,
+        }
+    }
+
     /// The counter `<operator>.<name>`, created at zero on first use; every instance of the
     /// operator in a process that asks for `name` gets the same counter.
     pub fn counter(&self, name: &str) -> Counter {
-        Counter(self.metrics.counter(&format!("{}.{name}", self.operator)))
+        use crate::metrics::UserMetric;
+        let instance = match self.register(name, UserMetric::Counter(Default::default())) {
+            UserMetric::Counter(c) => Some(c),
+            _ => None,
+        };
+        Counter {
+            shared: self.metrics.counter(&format!("{}.{name}", self.operator)),
+            instance: instance.filter(|_| self.cells.is_some()),
+        }
+    }
+
+    /// A gauge `name` that the function sets.
+    pub fn settable_gauge(&self, name: &str) -> Gauge {
+        use crate::metrics::UserMetric;
+        match self.register(name, UserMetric::Gauge(Default::default())) {
+            UserMetric::Gauge(g) => Gauge(g),
+            _ => Gauge(Default::default()),
+        }
+    }
+
+    /// A gauge `name` whose value `f` gives each time the metrics are read (from another
+    /// thread: `f` must be cheap and must not block).
+    pub fn gauge(&self, name: &str, f: impl Fn() -> f64 + Send + Sync + 'static) {
+        self.register(name, crate::metrics::UserMetric::GaugeFn(Arc::new(f)));
+    }
+
+    /// A histogram `name`.
+    pub fn histogram(&self, name: &str) -> MetricHistogram {
+        use crate::metrics::UserMetric;
+        match self.register(name, UserMetric::Histogram(Default::default())) {
+            UserMetric::Histogram(h) => MetricHistogram(h),
+            _ => MetricHistogram(Default::default()),
+        }
     }
 }
 
@@ -156,6 +247,7 @@ impl RuntimeContext {
             metrics: MetricGroup {
                 metrics: Arc::clone(&ctx.shared().metrics),
                 operator: operator.to_owned(),
+                cells: Some(ctx.cells()),
             },
         }
     }
@@ -416,6 +508,8 @@ fn build_process<'s, I: Data, O: Clone + 'static, F: ProcessFunction<I, O>>(
     let runtime = RuntimeContext::new(ctx, name);
     let mut f = Closing::open(f, &shared, &operator, |f| f.open(&runtime), |f| f.close());
     let mut failed = !f.is_open();
+    let cells = ctx.cells();
+    let mut latency = ctx.latency_probe();
     let mut builder = OperatorBuilder::new(name.to_owned(), ctx.scope);
     let mut data_in = builder.new_input(input.data.clone(), Pipeline);
     let mut wm_in = builder.new_input(input.wm.clone(), Pipeline);
@@ -429,9 +523,12 @@ fn build_process<'s, I: Data, O: Clone + 'static, F: ProcessFunction<I, O>>(
         let mut out: Vec<(Timestamp, O)> = Vec::new();
         let mut closed = false;
         move |frontiers| {
+            let _busy = cells.busy();
             let data_frontier = &frontiers[0];
+            latency.observe(&data_frontier.frontier());
             let mut main = main.activate();
             data_in.for_each(|cap, batch| {
+                cells.count_in(batch.len());
                 if failed {
                     batch.clear();
                     return;
@@ -463,6 +560,7 @@ fn build_process<'s, I: Data, O: Clone + 'static, F: ProcessFunction<I, O>>(
                     batch.clear();
                 } else {
                     if !out.is_empty() {
+                        cells.count_out(out.len());
                         main.session(&cap).give_container(&mut out);
                         out.clear();
                     }
@@ -484,6 +582,7 @@ fn build_process<'s, I: Data, O: Clone + 'static, F: ProcessFunction<I, O>>(
                     if let Some(next) = tracker.update(&msg) {
                         if !next.idle {
                             watermark = watermark.max(next.wm);
+                            cells.watermarks(watermark, watermark);
                         }
                     }
                 }

@@ -30,7 +30,10 @@
 //! * [`chain`]: operator chaining: consecutive forward operators run as one timely operator.
 //! * [`execute`]: the worker loop, source driving and flow control (epochs in flight).
 //! * [`cluster`]: launching and supervising local processes.
-//! * [`metrics`]: named counters with Flink's metric names.
+//! * [`metrics`]: named counters, and the live metric cells of every operator instance.
+//! * [`view`]: a running job as readers see it: snapshots with Flink's metric names, and
+//!   control (cancel, savepoints, stop with savepoint) through `spate_metrics::JobView`.
+//! * `web`: where the job's REST server plugs in.
 //!
 //! Timestamps in the timely graph are *epochs*: batches of source records, closed by count or
 //! time. They bound the data in flight (flow control) and will delimit checkpoints.
@@ -56,6 +59,8 @@ pub(crate) mod side;
 pub mod state;
 pub mod stream;
 pub mod time;
+pub mod view;
+pub(crate) mod web;
 pub mod window;
 
 pub use all_window::AllWindowedStream;
@@ -66,8 +71,9 @@ pub use dedup::DedupConfig;
 pub use env::{JobResult, Role, StopHandle, StreamEnv};
 pub use execute::{request_stop, Progress};
 pub use function::{
-    Counter, FunctionError, FunctionResult, MetricGroup, ProcessFunction, ProcessFunctionContext,
-    RichFilterFunction, RichFlatMapFunction, RichMapFunction, RuntimeContext,
+    Counter, FunctionError, FunctionResult, Gauge, MetricGroup, MetricHistogram, ProcessFunction,
+    ProcessFunctionContext, RichFilterFunction, RichFlatMapFunction, RichMapFunction,
+    RuntimeContext,
 };
 pub use join::{
     CoGroup, CoGroupedStreams, InnerJoin, IntervalJoin, IntervalJoined, JoinContext, JoinEqualTo,

@@ -233,6 +233,7 @@ impl<'a, K: Hash + Eq + Clone, S, O> ProcessContext<'a, K, S, O> {
     /// Counts one record dropped for being late (`<operator>.numLateRecordsDropped`).
     pub fn count_late_record_dropped(&mut self) {
         self.env.late_dropped.fetch_add(1, Ordering::Relaxed);
+        crate::metrics::add(&self.env.cells.late_dropped, 1);
     }
 
     /// The operator's name, for messages.
@@ -414,6 +415,7 @@ impl<F> Drop for Closing<F> {
 pub(crate) struct OperatorEnv {
     shared: Arc<JobShared>,
     late_dropped: Arc<AtomicU64>,
+    cells: Arc<crate::metrics::Cells>,
     name: String,
 }
 
@@ -679,7 +681,10 @@ where
     let states = ctx.keyed_states::<K, F::State>(snap.is_some(), group);
     let me = ctx.index() as u64;
     let runtime = RuntimeContext::new(ctx, name);
+    let count_input = !ctx.skip_input_count;
+    let mut latency = ctx.latency_probe();
     let env = OperatorEnv {
+        cells: ctx.cells(),
         shared: Arc::clone(ctx.shared()),
         late_dropped: ctx
             .shared()
@@ -729,7 +734,10 @@ where
         let mut next_c: u64 = 1;
         let mut stash: Vec<Held<I>> = Vec::new();
         move |frontiers| {
+            let cells = Arc::clone(&inst.env.cells);
+            let _busy = cells.busy();
             let (data_frontier, wm_frontier) = (&frontiers[0], &frontiers[1]);
+            latency.observe(&data_frontier.frontier());
             let mut main = main.activate();
             let mut wm_out = wm_out.activate();
             // Sends what the function emitted: main records with `main_cap`, side records
@@ -737,6 +745,7 @@ where
             macro_rules! emit {
                 ($main_cap:expr, $caps:expr) => {
                     if !inst.out.is_empty() {
+                        cells.count_out(inst.out.len());
                         main.session($main_cap).give_container(&mut inst.out);
                         inst.out.clear();
                     }
@@ -749,6 +758,9 @@ where
             let open = snap.as_ref().filter(|h| !h.job_finished());
             let cut = open.map(|_| boundary(next_c));
             data_in.for_each(|cap, batch| {
+                if count_input {
+                    cells.count_in(batch.len());
+                }
                 let Some(&epoch) = cap.least() else { return };
                 if cut.is_some_and(|b| epoch >= b) {
                     if let Some(held) = Caps::retain(&cap, ports) {
@@ -788,6 +800,9 @@ where
                         }
                     }
                     emit!(caps.port(0), &caps);
+                    if !next.idle {
+                        cells.watermarks(inst.watermark, next.wm);
+                    }
                     wm_out.session(caps.port(1)).give(next);
                 }
                 // The cut: once nothing before it can arrive any more.

@@ -170,7 +170,7 @@ impl<T: Data> DataStream<T> {
     ) -> DataStream<R> {
         let f = Arc::new(f);
         let builder: crate::plan::Builder = Arc::new(move |ctx, inputs, name| {
-            let stage = Stage::new(Arc::clone(&f), Arc::clone(ctx.shared()), name);
+            let stage = Stage::new(Arc::clone(&f), Arc::clone(ctx.shared()), name, ctx.cells());
             let chain = match ctx.chained.then(|| inputs[0].take_chain::<T>(ctx.scope)) {
                 Some(Some(chain)) => chain.then(stage),
                 _ => Chain::head(inputs[0].get::<T>(ctx.scope), stage),
@@ -339,6 +339,7 @@ impl<T: Data> DataStream<T> {
                 next
             });
             let wm = ctx.exchange_wm(input.wm, name);
+            let cells = ctx.cells();
             let data = input
                 .data
                 .unary::<CapacityContainerBuilder<Vec<(Timestamp, T)>>, _, _, _>(
@@ -346,10 +347,13 @@ impl<T: Data> DataStream<T> {
                     name,
                     move |_, _| {
                         move |input, output| {
+                            let _busy = cells.busy();
                             input.for_each(|cap, one_batch| {
                                 let data = std::iter::once(one_batch);
                                 let mut session = output.session(&cap);
                                 for batch in data {
+                                    cells.count_in(batch.len());
+                                    cells.count_out(batch.len());
                                     session.give_container(batch);
                                 }
                             });

@@ -1415,7 +1415,9 @@ impl<K: Data + Hash + Eq, T: Data, W: Window> WindowedStream<K, T, W> {
                     Arc::clone(&contents),
                     shared,
                     name,
+                    ctx.cells(),
                 );
+                ctx.skip_input_count = true;
                 let of_record = Arc::clone(&key);
                 let of_partial: KeyFn<K, Partial<K, T, C::Acc>> =
                     Arc::new(move |p: &Partial<K, T, C::Acc>| match p {

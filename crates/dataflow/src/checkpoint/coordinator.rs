@@ -191,6 +191,8 @@ pub(crate) struct CheckpointRuntime {
     last_uploaded: Arc<AtomicU64>,
     /// Bytes uploaded by all checkpoints of this run.
     uploaded_total: Arc<AtomicU64>,
+    /// The job's observer, told of each checkpoint's end.
+    observer: Option<Arc<crate::view::Observer>>,
 }
 
 impl CheckpointRuntime {
@@ -203,6 +205,7 @@ impl CheckpointRuntime {
         metrics: &Metrics,
         opened: &mut bool,
         id_floor: u64,
+        observer: Option<Arc<crate::view::Observer>>,
     ) -> SpateResult<Option<Arc<Self>>> {
         let Some(dir) = config.checkpoint_dir.as_deref() else {
             return Ok(None);
@@ -253,12 +256,31 @@ impl CheckpointRuntime {
             begun: AtomicU64::new(0),
             last_uploaded: metrics.counter("checkpoints.lastCheckpointUploadedBytes"),
             uploaded_total: metrics.counter("checkpoints.totalUploadedBytes"),
+            observer,
         })))
     }
 
     /// The highest storage id begun so far: a restart's checkpoints take ids above it.
     pub(crate) fn highest_id(&self) -> u64 {
         self.base + self.begun.load(Ordering::Relaxed)
+    }
+
+    /// Checkpoints completed by this run.
+    pub(crate) fn completed_count(&self) -> u64 {
+        self.completed.load(Ordering::Relaxed)
+    }
+
+    /// Checkpoints begun and neither complete nor failed yet.
+    pub(crate) fn in_progress(&self) -> u64 {
+        self.writers.lock().unwrap_or_else(|p| p.into_inner()).len() as u64
+    }
+
+    /// The checkpoint this run restored: its id, location and whether it is a savepoint.
+    pub(crate) fn restored_info(&self) -> Option<(u64, String, bool)> {
+        self.restored.as_ref().map(|r| {
+            let savepoint = r.manifest().kind != spate_checkpoint::CheckpointKind::Checkpoint;
+            (r.id(), r.location(), savepoint)
+        })
     }
 
     /// Copies the latest complete checkpoint into `target` as a savepoint; returns its id.
@@ -358,6 +380,9 @@ impl CheckpointRuntime {
     /// Records a failed checkpoint; an error once failures exceed the tolerance.
     fn failure(&self, c: u64, error: SpateError) -> SpateResult<()> {
         self.failed.fetch_add(1, Ordering::Relaxed);
+        if let Some(o) = &self.observer {
+            o.checkpoint_failed(self.base + c, &error.to_string());
+        }
         tracing::warn!(checkpoint = self.base + c, %error, "checkpoint failed");
         if let Some(w) = self
             .writers
@@ -638,6 +663,9 @@ impl WorkerCheckpointer {
                     self.rt
                         .uploaded_total
                         .fetch_add(done.uploaded_bytes, Ordering::Relaxed);
+                    if let Some(o) = &self.rt.observer {
+                        o.checkpoint_completed(self.rt.base + c, &done, self.peers as u64);
+                    }
                     self.rt
                         .policy
                         .lock()

@@ -1279,6 +1279,7 @@ impl<T: Data> DataStream<T> {
                 }
                 let mut cuts = Cuts::new(ctx.stateful());
                 let operator = name.to_owned();
+                let cells = ctx.cells();
                 let data = input
                     .data
                     .unary_frontier::<CapacityContainerBuilder<Vec<(Timestamp, R)>>, _, _, _>(
@@ -1304,7 +1305,9 @@ impl<T: Data> DataStream<T> {
                                 std::mem::take(&mut emitted)
                             };
                             move |(input, frontier), output| {
+                                let _busy = cells.busy();
                                 input.for_each(|cap, batch| {
+                                    cells.count_in(batch.len());
                                     let Some(&epoch) = cap.least() else { return };
                                     if cuts.holds(epoch) {
                                         if let Some(held) = cap.retain_least(0) {
@@ -1314,6 +1317,7 @@ impl<T: Data> DataStream<T> {
                                     }
                                     let mut results = apply(&mut f, batch);
                                     if !results.is_empty() {
+                                        cells.count_out(results.len());
                                         output.session(&cap).give_container(&mut results);
                                     }
                                 });
@@ -1329,6 +1333,7 @@ impl<T: Data> DataStream<T> {
                                     for (cap, mut batch) in cuts.taken(bytes) {
                                         let mut results = apply(&mut f, &mut batch);
                                         if !results.is_empty() {
+                                            cells.count_out(results.len());
                                             output.session(&cap).give_container(&mut results);
                                         }
                                     }
@@ -1336,6 +1341,7 @@ impl<T: Data> DataStream<T> {
                                 for (cap, mut batch) in cuts.released() {
                                     let mut results = apply(&mut f, &mut batch);
                                     if !results.is_empty() {
+                                        cells.count_out(results.len());
                                         output.session(&cap).give_container(&mut results);
                                     }
                                 }

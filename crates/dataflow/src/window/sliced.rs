@@ -532,6 +532,7 @@ pub(crate) fn local_aggregate<'s, K, T, W, R, C>(
     contents: Arc<C>,
     shared: Arc<JobShared>,
     name: &str,
+    cells: Arc<crate::metrics::Cells>,
 ) -> Flow<'s, Partial<K, T, C::Acc>>
 where
     K: Data + Hash + Eq,
@@ -576,6 +577,7 @@ where
                     Some(cap)
                 };
                 move |(data, data_frontier), (wms, _), output| {
+                    let _busy = cells.busy();
                     // Watermarks first, so that a message that arrives with data of a later
                     // epoch still leaves at its own epoch.
                     wms.for_each(|cap, batch| {
@@ -593,6 +595,7 @@ where
                         }
                     });
                     data.for_each(|cap, batch| {
+                        cells.count_in(batch.len());
                         let Some(&epoch) = cap.least() else { return };
                         max_data_epoch = max_data_epoch.max(epoch);
                         if held.as_ref().is_some_and(|h| *h.time() != epoch) {
