@@ -772,3 +772,42 @@ fn savepoints_need_a_checkpoint_directory() {
         }
     }
 }
+
+/// Sends odd numbers to a side output, even ones on.
+#[derive(Clone)]
+struct SplitOdd(spate::dataflow::OutputTag<u64>);
+
+impl ProcessFunction<u64, u64> for SplitOdd {
+    fn process_element(
+        &mut self,
+        v: u64,
+        ctx: &mut ProcessFunctionContext<'_, u64>,
+    ) -> FunctionResult {
+        if v % 2 == 1 {
+            ctx.output(&self.0, v);
+        } else {
+            ctx.collect(v);
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn a_side_output_counts_what_its_operator_sent_on_it() {
+    let env = StreamEnv::new(JobConfig::local(2));
+    let tag = spate::dataflow::OutputTag::<u64>::new("odd");
+    let main = env
+        .from_source(SequenceSource::new(0, Some(10_001)))
+        .process(SplitOdd(tag.clone()))
+        .name("split");
+    let odd = main.side_output(&tag).collect();
+    let even = main.collect();
+    let (_, s) = run(&env, "side outputs");
+    let side = s.operators.iter().find(|o| o.kind == "side").unwrap().index;
+    let split = op(&s, "split");
+    assert_eq!(s.sum_of(split, "numRecordsIn"), 10_001.0);
+    assert_eq!(s.sum_of(split, "numRecordsOut"), even.take().len() as f64);
+    assert_eq!(s.sum_of(side, "numRecordsOut"), 5000.0);
+    assert_eq!(odd.take().len(), 5000);
+    edges_agree(&s);
+}

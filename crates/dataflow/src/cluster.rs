@@ -25,7 +25,12 @@ use crate::execute::RunningJob;
 /// Runs the job's processes until they all succeed; with checkpoints, restarts the whole job
 /// from its latest completed checkpoint when one dies, as the restart strategy allows.
 /// Returns the number of restarts (`fullRestarts`).
-pub(crate) fn supervise(config: &JobConfig, running: &RunningJob) -> SpateResult<u64> {
+pub(crate) fn supervise(
+    config: &JobConfig,
+    running: &RunningJob,
+    observer: &crate::view::Observer,
+    env: &[(&str, String)],
+) -> SpateResult<u64> {
     let mut restarts = 0u64;
     let mut backoff = Backoff::new(&config.restart_strategy);
     // The newest checkpoint id before this job began: a restart restores `latest` only once the
@@ -45,14 +50,15 @@ pub(crate) fn supervise(config: &JobConfig, running: &RunningJob) -> SpateResult
     let mut restore = config.restore.clone();
     loop {
         let started = std::time::Instant::now();
-        let failure = match run_once(config, restore.as_deref(), running)? {
+        observer.supervising();
+        let failure = match run_once(config, restore.as_deref(), running, env)? {
             None => return Ok(restarts),
             Some(failure) => failure,
         };
         let Some(storage) = &storage else {
             return Err(failure);
         };
-        if running.stop_requested() {
+        if running.stop_requested() || observer.canceled() {
             return Err(failure);
         }
         let Some(delay) = backoff.next(started.elapsed()) else {
@@ -60,6 +66,7 @@ pub(crate) fn supervise(config: &JobConfig, running: &RunningJob) -> SpateResult
                 "{failure}; the restart strategy allows no more restarts after {restarts}"
             )));
         };
+        observer.run_failed(&failure.to_string(), true);
         restarts += 1;
         tracing::warn!(%failure, restart = restarts, ?delay, "restarting the job from its latest checkpoint");
         std::thread::sleep(delay);
@@ -86,6 +93,7 @@ fn run_once(
     config: &JobConfig,
     restore: Option<&str>,
     running: &RunningJob,
+    env: &[(&str, String)],
 ) -> SpateResult<Option<SpateError>> {
     let addresses = if config.addresses.is_empty() {
         free_local_addresses(config.processes)?
@@ -103,6 +111,9 @@ fn run_once(
             .args(&args)
             .env(ENV_SUPERVISED, "1")
             .env(ENV_RESTORE, restore.unwrap_or("none"));
+        for (k, v) in env {
+            command.env(k, v);
+        }
         if config.processes > 1 {
             command
                 .env(ENV_PROCESS_INDEX, index.to_string())

@@ -218,7 +218,36 @@ impl StreamEnv {
             if config.restore.is_some() {
                 check_restore(&config, &claims)?;
             }
-            let restarts = cluster::supervise(&config, &running)?;
+            let plan = self.plan.borrow().clone();
+            let observer =
+                crate::view::Observer::start(job_name, &config, &plan, Arc::clone(&self.stop));
+            let hub = crate::report::Hub::start()?;
+            let view: Arc<dyn spate_metrics::JobView> = Arc::new(crate::report::SupervisorView {
+                observer: Arc::clone(&observer),
+                hub: Arc::clone(&hub),
+            });
+            let _server = crate::web::serve(&config, Arc::clone(&view))?;
+            for hook in &self.on_start {
+                hook(Arc::clone(&view));
+            }
+            let env = [
+                (crate::report::ENV_CONTROL_ADDR, hub.address().to_owned()),
+                (crate::report::ENV_JOB_ID, observer.job_id().to_owned()),
+            ];
+            // A stop asked for through the view reaches the processes as a signal would.
+            let supervised = cluster::supervise(&config, &running, &observer, &env);
+            // The processes' last reports arrive as they exit.
+            std::thread::sleep(Duration::from_millis(50));
+            let restarts = match supervised {
+                Ok(restarts) => restarts,
+                Err(e) => {
+                    observer.run_failed(&e.to_string(), false);
+                    observer.end();
+                    return Err(e);
+                }
+            };
+            observer.finish();
+            let snapshot = view.snapshot();
             return Ok(JobResult {
                 role: Role::Supervisor,
                 elapsed: running.elapsed(),
@@ -228,8 +257,8 @@ impl StreamEnv {
                     ("numRestarts".to_owned(), restarts),
                 ]),
                 operators: 0,
-                canceled: false,
-                snapshot: None,
+                canceled: observer.canceled(),
+                snapshot: Some(snapshot),
             });
         }
         let plan = Arc::new(self.plan.borrow().clone());
@@ -248,14 +277,25 @@ impl StreamEnv {
         for hook in &self.on_start {
             hook(Arc::clone(&view));
         }
-        // However `execute` ends, the sampler stops and pending operations fail.
-        struct EndObserver(Arc<crate::view::Observer>);
+        // A process that a supervisor started reports to it.
+        let reporter = config
+            .supervised
+            .then(|| {
+                crate::report::report_to_supervisor(&observer, config.process_index.unwrap_or(0))
+            })
+            .flatten();
+        // However `execute` ends, the sampler stops, pending operations fail and the
+        // supervisor gets the last report.
+        struct EndObserver(Arc<crate::view::Observer>, Option<crate::report::Reporter>);
         impl Drop for EndObserver {
             fn drop(&mut self) {
                 self.0.end();
+                if let Some(r) = &self.1 {
+                    r.final_report();
+                }
             }
         }
-        let _end = EndObserver(Arc::clone(&observer));
+        let _end = EndObserver(Arc::clone(&observer), reporter);
         let mut backoff = cluster::Backoff::new(&config.restart_strategy);
         let mut restarts = 0u64;
         let mut checkpoint_ids = 0u64;

@@ -515,7 +515,8 @@ fn build_process<'s, I: Data, O: Clone + 'static, F: ProcessFunction<I, O>>(
     let mut wm_in = builder.new_input(input.wm.clone(), Pipeline);
     let (main, data) = builder.new_output::<Vec<(Timestamp, O)>>();
     let mut main = OutputBuilder::<_, CapacityContainerBuilder<Vec<(Timestamp, O)>>>::from(main);
-    let (mut sides, side_streams) = crate::side::new_outputs(&ctx.sides, &mut builder, &input.wm);
+    let (mut sides, side_streams) =
+        crate::side::new_outputs(&ctx.sides, &mut builder, &input.wm, &cells);
     builder.build(move |_capabilities| {
         let mut pending: Vec<(Epoch, WmMsg)> = Vec::new();
         let mut tracker = WmTracker::new(1);

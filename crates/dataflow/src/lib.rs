@@ -55,6 +55,7 @@ pub mod keyed;
 pub mod metrics;
 pub mod plan;
 pub mod process;
+pub(crate) mod report;
 pub(crate) mod side;
 pub mod state;
 pub mod stream;

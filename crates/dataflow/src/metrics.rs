@@ -123,6 +123,8 @@ pub(crate) struct Cells {
     pub(crate) latency: Mutex<Histogram>,
     /// User metrics by name.
     pub(crate) user: Mutex<BTreeMap<String, UserMetric>>,
+    /// Records sent on each side output, by tag id.
+    pub(crate) side_out: Mutex<BTreeMap<String, Arc<AtomicU64>>>,
 }
 
 impl Cells {
@@ -143,7 +145,14 @@ impl Cells {
             output_wm: AtomicI64::new(NO_WATERMARK),
             latency: Mutex::new(Histogram::new()),
             user: Mutex::new(BTreeMap::new()),
+            side_out: Mutex::new(BTreeMap::new()),
         }
+    }
+
+    /// The count of records sent on side output `tag`.
+    pub(crate) fn side_counter(&self, tag: &str) -> Arc<AtomicU64> {
+        let mut sides = self.side_out.lock().unwrap_or_else(|p| p.into_inner());
+        Arc::clone(sides.entry(tag.to_owned()).or_default())
     }
 
     /// Cells that no reader sees (for internal operators, such as dead-letter sinks).

@@ -702,7 +702,8 @@ where
     let mut main = OutputBuilder::<_, CapacityContainerBuilder<Vec<(Timestamp, O)>>>::from(main);
     let (wm_out, wm_stream) = builder.new_output::<Vec<WmMsg>>();
     let mut wm_out = OutputBuilder::<_, CapacityContainerBuilder<Vec<WmMsg>>>::from(wm_out);
-    let (sides, side_streams) = crate::side::new_outputs(&ctx.sides, &mut builder, &wm_stream);
+    let (sides, side_streams) =
+        crate::side::new_outputs(&ctx.sides, &mut builder, &wm_stream, &env.cells);
     let ports = builder.shape().outputs();
     builder.build(move |capabilities| {
         let activator = scope.activator_for(Rc::clone(&info.address));

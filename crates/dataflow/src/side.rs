@@ -69,6 +69,7 @@ impl<X: Data> SidePort for Port<X> {
             port,
             output: OutputBuilder::from(output),
             buf: Vec::new(),
+            sent: None,
         };
         let stream = ErasedStream::new(Flow {
             data,
@@ -88,6 +89,8 @@ pub(crate) trait SideOut {
     fn flush(&mut self, caps: &dyn PortCaps);
     /// Drops the buffered records.
     fn clear(&mut self);
+    /// Counts the records it sends into `sent` (the operator instance's cell).
+    fn count_into(&mut self, sent: Arc<std::sync::atomic::AtomicU64>);
 }
 
 /// The capabilities an operator sends with, by output port: an input's capability (valid
@@ -176,6 +179,7 @@ struct Typed<X: Data> {
     port: usize,
     output: OutputBuilder<Epoch, CapacityContainerBuilder<Vec<(Timestamp, X)>>>,
     buf: Vec<(Timestamp, X)>,
+    sent: Option<Arc<std::sync::atomic::AtomicU64>>,
 }
 
 impl<X: Data> SideOut for Typed<X> {
@@ -189,6 +193,9 @@ impl<X: Data> SideOut for Typed<X> {
 
     fn flush(&mut self, caps: &dyn PortCaps) {
         if !self.buf.is_empty() {
+            if let Some(sent) = &self.sent {
+                crate::metrics::add(sent, self.buf.len() as u64);
+            }
             self.output
                 .activate()
                 .session(&DynCap(caps.for_port(self.port)))
@@ -199,6 +206,10 @@ impl<X: Data> SideOut for Typed<X> {
 
     fn clear(&mut self) {
         self.buf.clear();
+    }
+
+    fn count_into(&mut self, sent: Arc<std::sync::atomic::AtomicU64>) {
+        self.sent = Some(sent);
     }
 }
 
@@ -246,11 +257,13 @@ pub(crate) fn new_outputs<'s>(
     ports: &[Arc<dyn SidePort>],
     builder: &mut OperatorBuilder<'s, Epoch>,
     wm: &WStream<'s>,
+    cells: &crate::metrics::Cells,
 ) -> (SideOuts, Vec<(Arc<str>, TypeId, ErasedStream)>) {
     let mut outs = Vec::with_capacity(ports.len());
     let mut streams = Vec::with_capacity(ports.len());
     for port in ports {
-        let (out, stream) = port.new_output(builder, wm);
+        let (mut out, stream) = port.new_output(builder, wm);
+        out.count_into(cells.side_counter(port.id()));
         outs.push(out);
         streams.push((Arc::clone(port.id()), port.record_type(), stream));
     }

@@ -130,6 +130,8 @@ pub struct Observer {
     operators: Vec<OperatorInfo>,
     /// Per node: its kind, inputs and op, for derived metrics.
     nodes: Vec<(NodeKind, Vec<usize>, String)>,
+    /// Per side node: its tag's id.
+    side_tags: Vec<Option<String>>,
     start_time: i64,
     process: usize,
     state: Mutex<StateLog>,
@@ -208,7 +210,11 @@ impl Observer {
         stop: Arc<AtomicBool>,
     ) -> Arc<Self> {
         let start_time = now_ms();
-        let job_id = job_id_from(&format!("{name}-{start_time}-{}", std::process::id()));
+        // The processes of a multi-process job share the supervisor's id.
+        let job_id = std::env::var(crate::report::ENV_JOB_ID)
+            .ok()
+            .filter(|id| id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit()))
+            .unwrap_or_else(|| job_id_from(&format!("{name}-{start_time}-{}", std::process::id())));
         let observer = Arc::new_cyclic(|me| Observer {
             me: me.clone(),
             job_id,
@@ -219,6 +225,11 @@ impl Observer {
                 .nodes
                 .iter()
                 .map(|n| (n.kind, n.inputs.clone(), n.op.clone()))
+                .collect(),
+            side_tags: plan
+                .nodes
+                .iter()
+                .map(|n| n.side.as_ref().map(|p| p.id().to_string()))
                 .collect(),
             start_time,
             process: config.process_index.unwrap_or(0),
@@ -492,7 +503,7 @@ impl Observer {
             .insert(id.to_owned(), status);
     }
 
-    fn new_operation(&self) -> OperationId {
+    pub(crate) fn new_operation(&self) -> OperationId {
         let n = self.next_operation.fetch_add(1, Ordering::Relaxed);
         let id = job_id_from(&format!("{}-op-{n}-{}", self.job_id, now_ms()));
         self.set_operation(&id, OperationStatus::InProgress);
@@ -868,13 +879,27 @@ impl Observer {
                         }
                         None => {
                             // No operator of its own (a union, a broadcast, a side output):
-                            // what its inputs sent on this worker passes through.
-                            let derived: u64 = inputs
-                                .iter()
-                                .filter_map(|i| outs.get(&(*i, w)).map(|o| o.0))
-                                .sum();
+                            // what its inputs sent on this worker passes through, or what
+                            // the operator it reads sent on its side output.
+                            let derived: u64 = match (kind, &self.side_tags[node]) {
+                                (NodeKind::Side, Some(tag)) => inputs
+                                    .first()
+                                    .and_then(|i| by_key.get(&(*i, w)))
+                                    .and_then(|c| {
+                                        c.side_out
+                                            .lock()
+                                            .unwrap_or_else(|p| p.into_inner())
+                                            .get(tag)
+                                            .map(|n| n.load(Ordering::Relaxed))
+                                    })
+                                    .unwrap_or(0),
+                                _ => inputs
+                                    .iter()
+                                    .filter_map(|i| outs.get(&(*i, w)).map(|o| o.0))
+                                    .sum(),
+                            };
                             records_in = derived;
-                            records_out = if *kind == NodeKind::Side { 0 } else { derived };
+                            records_out = derived;
                             out_wm = derived_in_wm.unwrap_or(NO_WATERMARK);
                             if let Some(wm) = derived_in_wm {
                                 m.insert("currentInputWatermark".into(), wm as f64);
@@ -1068,50 +1093,10 @@ impl JobView for Observer {
     fn trigger(&self, operation: Operation) -> Result<OperationId, ControlError> {
         match operation {
             Operation::Savepoint { target, cancel_job } => {
-                let root = self.savepoint_root()?;
-                let location =
-                    spate_metrics::savepoint_target(&root, target.as_deref(), &self.unique())?;
-                let rt = self.running_checkpoints()?;
+                let location = self.check_target(target.as_deref())?;
+                self.running_checkpoints()?;
                 let id = self.new_operation();
-                let me = self.self_arc();
-                let op = id.clone();
-                let before = rt.completed_count();
-                let started = now_ms();
-                std::thread::Builder::new()
-                    .name("spate-savepoint".into())
-                    .spawn(move || {
-                        let Some(me) = me.upgrade() else { return };
-                        // The next checkpoint to complete after the request is the savepoint.
-                        while rt.completed_count() <= before {
-                            if me.done.load(Ordering::Relaxed) || me.canceled() {
-                                me.set_operation(
-                                    &op,
-                                    OperationStatus::Failed {
-                                        cause: "the job ended before a checkpoint completed".into(),
-                                    },
-                                );
-                                return;
-                            }
-                            std::thread::sleep(Duration::from_millis(5));
-                        }
-                        let status = match rt.export_savepoint(&location) {
-                            Ok(cid) => {
-                                me.savepoint_written(cid, &location, started);
-                                OperationStatus::Completed {
-                                    location: location.clone(),
-                                }
-                            }
-                            Err(e) => OperationStatus::Failed {
-                                cause: e.to_string(),
-                            },
-                        };
-                        let ok = matches!(status, OperationStatus::Completed { .. });
-                        me.set_operation(&op, status);
-                        if ok && cancel_job {
-                            let _ = me.cancel();
-                        }
-                    })
-                    .map_err(|e| ControlError::Conflict(format!("cannot start: {e}")))?;
+                self.savepoint_as(&id, location, cancel_job);
                 Ok(id)
             }
             Operation::Stop { target, drain } => {
@@ -1142,6 +1127,115 @@ impl JobView for Observer {
             .unwrap_or_else(|p| p.into_inner())
             .get(id)
             .cloned()
+    }
+}
+
+impl Observer {
+    /// The savepoint location for a requested target, checked against the root.
+    pub(crate) fn check_target(&self, target: Option<&str>) -> Result<String, ControlError> {
+        let root = self.savepoint_root()?;
+        spate_metrics::savepoint_target(&root, target, &self.unique())
+    }
+
+    /// An error unless the job is running (or starting).
+    pub(crate) fn check_running(&self) -> Result<(), ControlError> {
+        let state = self.state.lock().unwrap_or_else(|p| p.into_inner()).state;
+        if state.is_terminal() || self.canceled() || state == JobState::Cancelling {
+            return Err(ControlError::Conflict(format!(
+                "the job is {}",
+                state.as_str()
+            )));
+        }
+        Ok(())
+    }
+
+    /// The flag that stops the job's sources cleanly.
+    pub(crate) fn stop_flag(&self) -> &Arc<AtomicBool> {
+        &self.stop
+    }
+
+    /// Every operation and where it stands.
+    pub(crate) fn operations(&self) -> BTreeMap<OperationId, OperationStatus> {
+        self.operations
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// The supervisor runs the job's processes.
+    pub(crate) fn supervising(&self) {
+        self.set_state(JobState::Running);
+    }
+
+    /// Stops with a savepoint that the supervisor asked for (and checked); `leader`: this
+    /// process writes it and answers the operation.
+    pub(crate) fn stop_as(&self, request: StopRequest, leader: bool) {
+        if leader {
+            self.set_operation(&request.operation, OperationStatus::InProgress);
+        }
+        *self.lock_stop() = Some(request);
+        self.stop.store(true, Ordering::SeqCst);
+    }
+
+    /// Takes a savepoint into `location` (checked) as operation `id`: the next checkpoint to
+    /// complete, copied there.
+    pub(crate) fn savepoint_as(&self, id: &str, location: String, cancel_job: bool) {
+        let Ok(rt) = self.running_checkpoints() else {
+            self.set_operation(
+                id,
+                OperationStatus::Failed {
+                    cause: "the job is not running with checkpoints".into(),
+                },
+            );
+            return;
+        };
+        self.set_operation(id, OperationStatus::InProgress);
+        let me = self.self_arc();
+        let op = id.to_owned();
+        let before = rt.completed_count();
+        let started = now_ms();
+        let spawned = std::thread::Builder::new()
+            .name("spate-savepoint".into())
+            .spawn(move || {
+                let Some(me) = me.upgrade() else { return };
+                // The next checkpoint to complete after the request is the savepoint.
+                while rt.completed_count() <= before {
+                    if me.done.load(Ordering::Relaxed) || me.canceled() {
+                        me.set_operation(
+                            &op,
+                            OperationStatus::Failed {
+                                cause: "the job ended before a checkpoint completed".into(),
+                            },
+                        );
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                let status = match rt.export_savepoint(&location) {
+                    Ok(cid) => {
+                        me.savepoint_written(cid, &location, started);
+                        OperationStatus::Completed {
+                            location: location.clone(),
+                        }
+                    }
+                    Err(e) => OperationStatus::Failed {
+                        cause: e.to_string(),
+                    },
+                };
+                let ok = matches!(status, OperationStatus::Completed { .. });
+                me.set_operation(&op, status);
+                if ok && cancel_job {
+                    let _ = me.cancel();
+                }
+            });
+        if let Err(e) = spawned {
+            self.set_operation(
+                id,
+                OperationStatus::Failed {
+                    cause: format!("cannot start the savepoint: {e}"),
+                },
+            );
+        }
     }
 }
 
