@@ -11,12 +11,15 @@ use std::time::{Duration, Instant};
 use spate::metrics::{JobSnapshot, JobState, JobView, Operation, OperationStatus};
 use spate::prelude::*;
 
+/// Where a test keeps the view of the job it runs, once it starts.
+type ViewSlot = Arc<Mutex<Option<Arc<dyn JobView>>>>;
+
 const JOB: &str = "PROCESS_VIEW_JOB";
 const EVENTS: u64 = 100_000;
 
 /// Job 1: a bounded sequence, filtered, into a sink; job 2: the same, unbounded and paced,
 /// with checkpoints under `dir`.
-fn build(job: &str, dir: &str) -> (StreamEnv, Arc<Mutex<Option<Arc<dyn JobView>>>>) {
+fn build(job: &str, dir: &str) -> (StreamEnv, ViewSlot) {
     let mut config = JobConfig::local(1).with_processes(2);
     let source = if job == "1" {
         SequenceSource::new(0, Some(EVENTS)).rate(100_000.0)
@@ -28,7 +31,7 @@ fn build(job: &str, dir: &str) -> (StreamEnv, Arc<Mutex<Option<Arc<dyn JobView>>
         SequenceSource::new(0, None).rate(20_000.0)
     };
     let mut env = StreamEnv::new(config);
-    let slot: Arc<Mutex<Option<Arc<dyn JobView>>>> = Arc::new(Mutex::new(None));
+    let slot: ViewSlot = Arc::new(Mutex::new(None));
     let s = Arc::clone(&slot);
     env.on_start(move |view| *s.lock().unwrap() = Some(view));
     env.from_source(source)
@@ -48,7 +51,7 @@ fn op(s: &JobSnapshot, name: &str) -> usize {
 }
 
 fn wait_for(
-    slot: &Arc<Mutex<Option<Arc<dyn JobView>>>>,
+    slot: &ViewSlot,
     limit: Duration,
     f: impl Fn(&JobSnapshot) -> bool,
 ) -> Arc<dyn JobView> {

@@ -17,6 +17,9 @@ use spate::types::{Sink, SinkContext, SinkWriter};
 
 use crate::checkpoints::{counted_windows, Count};
 
+/// Where a test keeps the view of the job it runs, once it starts.
+type ViewSlot = Arc<Mutex<Option<Arc<dyn JobView>>>>;
+
 /// Runs `env` and returns its result with the final snapshot.
 fn run(env: &StreamEnv, name: &str) -> (JobResult, JobSnapshot) {
     let result = env.execute(name).unwrap();
@@ -207,15 +210,15 @@ fn poll_until(view: &Arc<dyn JobView>, limit: Duration, f: impl Fn(&JobSnapshot)
 }
 
 /// The view of the next job `env` runs, once it starts.
-fn view_of(env: &mut StreamEnv) -> Arc<Mutex<Option<Arc<dyn JobView>>>> {
-    let slot: Arc<Mutex<Option<Arc<dyn JobView>>>> = Arc::new(Mutex::new(None));
+fn view_of(env: &mut StreamEnv) -> ViewSlot {
+    let slot: ViewSlot = Arc::new(Mutex::new(None));
     let s = Arc::clone(&slot);
     env.on_start(move |view| *s.lock().unwrap() = Some(view));
     slot
 }
 
 /// Waits for the view of a job started on another thread.
-fn wait_view(slot: &Arc<Mutex<Option<Arc<dyn JobView>>>>) -> Arc<dyn JobView> {
+fn wait_view(slot: &ViewSlot) -> Arc<dyn JobView> {
     let start = Instant::now();
     loop {
         if let Some(v) = slot.lock().unwrap().clone() {

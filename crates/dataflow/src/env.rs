@@ -360,6 +360,7 @@ impl StreamEnv {
     }
 
     /// Runs the job's workers in this process once.
+    #[allow(clippy::too_many_arguments)] // the run's inputs and the ids it carries over
     fn run_in_process(
         &self,
         config: &JobConfig,

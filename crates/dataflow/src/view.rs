@@ -727,13 +727,11 @@ impl Observer {
         let base: Option<Reading> = current.as_ref().and_then(|cur| {
             let readings = self.readings.lock().unwrap_or_else(|p| p.into_inner());
             let of_run = readings.iter().filter(|r| r.run == cur.run);
-            let old = of_run
+            of_run
                 .clone()
-                .filter(|r| cur.at.duration_since(r.at) >= Duration::from_millis(900))
-                .last()
+                .rfind(|r| cur.at.duration_since(r.at) >= Duration::from_millis(900))
                 .or_else(|| of_run.clone().next())
-                .cloned();
-            old
+                .cloned()
         });
         let base_at = base.as_ref().map_or(started, |b| b.at);
         let secs = current
