@@ -84,6 +84,7 @@ fn assign<'s, T: Data>(
     let interval = ctx.config().auto_watermark_interval;
     let scope = ctx.scope;
     let cells = ctx.cells();
+    let mut latency = ctx.latency_probe();
     let mut builder = OperatorBuilder::new(input.name_with(name), scope);
     let info = builder.operator_info();
     let wm_in = input.wm.clone();
@@ -108,6 +109,7 @@ fn assign<'s, T: Data>(
         let mut upstream_ended = false;
         move |frontiers| {
             let (data_frontier, wm_frontier) = (&frontiers[0], &frontiers[1]);
+            latency.observe(&data_frontier.frontier());
             let mut records = data_out.activate();
             let mut saw_records = false;
             pull(&mut |c, batch| {

@@ -849,7 +849,17 @@ impl Observer {
                                 m.insert("numRecordsInErrors".into(), dead);
                                 let pending = c.pending.load(Ordering::Relaxed);
                                 if pending != u64::MAX {
-                                    m.insert("pendingBytes".into(), pending as f64);
+                                    // Readers report progress in their own unit: file
+                                    // readers in bytes, generators and collections in records.
+                                    let files = ["jsonl", "csv", "file", "text"]
+                                        .iter()
+                                        .any(|f| op.contains(f));
+                                    let name = if files {
+                                        "pendingBytes"
+                                    } else {
+                                        "pendingRecords"
+                                    };
+                                    m.insert(name.into(), pending as f64);
                                 }
                             }
                             let own_in = c.input_wm.load(Ordering::Relaxed);
