@@ -41,15 +41,21 @@ fn names(s: &JobSnapshot) -> Vec<String> {
 }
 
 /// Every edge: the sum of its source's `numRecordsOut` equals the sum of its target's
-/// `numRecordsIn` (single-input operators; a side output's edge is the side node's own).
+/// `numRecordsIn` (single-input operators; a side output's edge is the side node's own; a
+/// broadcast edge delivers each record to every instance).
 fn edges_agree(s: &JobSnapshot) {
     for o in &s.operators {
         if o.inputs.len() != 1 || o.kind == "side" {
             continue;
         }
         let from = o.inputs[0].from;
+        // A broadcast edge gives every record to every instance.
+        let copies = match o.inputs[0].ship_strategy {
+            spate::metrics::ShipStrategy::Broadcast => o.parallelism as f64,
+            _ => 1.0,
+        };
         assert_eq!(
-            s.sum_of(from, "numRecordsOut"),
+            s.sum_of(from, "numRecordsOut") * copies,
             s.sum_of(o.index, "numRecordsIn"),
             "edge {} -> {}",
             s.operators[from].name,
@@ -812,5 +818,24 @@ fn a_side_output_counts_what_its_operator_sent_on_it() {
     assert_eq!(s.sum_of(split, "numRecordsOut"), even.take().len() as f64);
     assert_eq!(s.sum_of(side, "numRecordsOut"), 5000.0);
     assert_eq!(odd.take().len(), 5000);
+    edges_agree(&s);
+}
+
+#[test]
+fn unions_and_broadcasts_report_what_passes_through_them() {
+    let env = StreamEnv::new(JobConfig::local(2));
+    let a = env.from_source(SequenceSource::new(0, Some(1000)));
+    let b = env.from_source(SequenceSource::new(0, Some(500)));
+    let all = a
+        .union(&[b])
+        .name("both")
+        .broadcast()
+        .name("everywhere")
+        .collect();
+    let (_, s) = run(&env, "union and broadcast");
+    assert_eq!(s.sum_of(op(&s, "both"), "numRecordsIn"), 1500.0);
+    assert_eq!(s.sum_of(op(&s, "both"), "numRecordsOut"), 1500.0);
+    assert_eq!(s.sum_of(op(&s, "everywhere"), "numRecordsOut"), 3000.0);
+    assert_eq!(all.take().len(), 3000);
     edges_agree(&s);
 }

@@ -237,7 +237,7 @@ impl StreamEnv {
             // A stop asked for through the view reaches the processes as a signal would.
             let supervised = cluster::supervise(&config, &running, &observer, &env);
             // The processes' last reports arrive as they exit.
-            std::thread::sleep(Duration::from_millis(50));
+            hub.wait_for_last_reports(Duration::from_secs(5));
             let restarts = match supervised {
                 Ok(restarts) => restarts,
                 Err(e) => {

@@ -62,6 +62,8 @@ pub(crate) struct Hub {
     writers: Mutex<BTreeMap<usize, TcpStream>>,
     /// Control sent before a process connected, sent when it does.
     pending: Mutex<Vec<Control>>,
+    /// Processes whose connection has ended (after their last report).
+    ended: Mutex<std::collections::BTreeSet<usize>>,
     address: String,
 }
 
@@ -102,15 +104,20 @@ impl Hub {
         let Ok(writer) = stream.try_clone() else {
             return;
         };
-        let mut registered = false;
+        let mut registered: Option<usize> = None;
         for line in BufReader::new(stream).lines() {
             let Ok(line) = line else { break };
             let Ok(report) = serde_json::from_str::<Report>(&line) else {
                 continue;
             };
-            if !registered {
-                registered = true;
+            if registered.is_none() {
+                registered = Some(report.process);
                 let process = report.process;
+                // A restarted process reports anew.
+                self.ended
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove(&process);
                 if let Ok(w) = writer.try_clone() {
                     self.writers
                         .lock()
@@ -132,6 +139,25 @@ impl Hub {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .insert(report.process, report);
+        }
+        if let Some(process) = registered {
+            self.ended
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(process);
+        }
+    }
+
+    /// Waits (at most `limit`) until every process that connected has sent its last report.
+    pub(crate) fn wait_for_last_reports(&self, limit: Duration) {
+        let start = std::time::Instant::now();
+        while start.elapsed() < limit {
+            let connected = self.writers.lock().unwrap_or_else(|p| p.into_inner()).len();
+            let ended = self.ended.lock().unwrap_or_else(|p| p.into_inner()).len();
+            if ended >= connected {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(5));
         }
     }
 

@@ -901,6 +901,16 @@ impl Observer {
                                             .map(|n| n.load(Ordering::Relaxed))
                                     })
                                     .unwrap_or(0),
+                                // Every worker gets what every worker of this process sent.
+                                _ if op == "broadcast" => inputs
+                                    .iter()
+                                    .flat_map(|i| {
+                                        worker_ids
+                                            .iter()
+                                            .filter_map(|v| outs.get(&(*i, *v)).map(|o| o.0))
+                                            .collect::<Vec<_>>()
+                                    })
+                                    .sum(),
                                 _ => inputs
                                     .iter()
                                     .filter_map(|i| outs.get(&(*i, w)).map(|o| o.0))
