@@ -421,6 +421,7 @@ fn after_a_restart_the_restart_and_its_exception_are_recorded_and_counters_resta
     assert_eq!(s.metrics["numRestarts"], 1.0);
     assert_eq!(s.exceptions.len(), 1, "{:?}", s.exceptions);
     assert!(s.exceptions[0].restarted);
+    assert_eq!(s.exceptions[0].operator.as_deref(), Some("fails-once"));
     assert!(
         s.exceptions[0]
             .message

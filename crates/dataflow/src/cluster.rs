@@ -66,7 +66,7 @@ pub(crate) fn supervise(
                 "{failure}; the restart strategy allows no more restarts after {restarts}"
             )));
         };
-        observer.run_failed(&failure.to_string(), true);
+        observer.run_failed(&failure, true);
         restarts += 1;
         tracing::warn!(%failure, restart = restarts, ?delay, "restarting the job from its latest checkpoint");
         std::thread::sleep(delay);

@@ -241,7 +241,7 @@ impl StreamEnv {
             let restarts = match supervised {
                 Ok(restarts) => restarts,
                 Err(e) => {
-                    observer.run_failed(&e.to_string(), false);
+                    observer.run_failed(&e, false);
                     observer.end();
                     return Err(e);
                 }
@@ -333,17 +333,17 @@ impl StreamEnv {
                 && !observer.canceled()
                 && !self.stop.load(std::sync::atomic::Ordering::Relaxed);
             if !retryable {
-                observer.run_failed(&error.to_string(), false);
+                observer.run_failed(&error, false);
                 return Err(error);
             }
             let Some(delay) = backoff.next(started.elapsed()) else {
                 let error = SpateError::Execution(format!(
                     "{error}; the restart strategy allows no more restarts after {restarts}"
                 ));
-                observer.run_failed(&error.to_string(), false);
+                observer.run_failed(&error, false);
                 return Err(error);
             };
-            observer.run_failed(&error.to_string(), true);
+            observer.run_failed(&error, true);
             restarts += 1;
             tracing::warn!(%error, restart = restarts, ?delay, "restarting the job from its latest checkpoint");
             std::thread::sleep(delay);

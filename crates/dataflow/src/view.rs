@@ -348,14 +348,18 @@ impl Observer {
         self.set_state(JobState::Running);
     }
 
-    /// The run failed with `message`; `restarting` when the job runs again.
-    pub(crate) fn run_failed(&self, message: &str, restarting: bool) {
+    /// The run failed with `error`; `restarting` when the job runs again.
+    pub(crate) fn run_failed(&self, error: &spate_types::SpateError, restarting: bool) {
+        let operator = match error {
+            spate_types::SpateError::Function { operator, .. } => Some(operator.clone()),
+            _ => None,
+        };
         {
             let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
             s.exceptions.push_back(ExceptionRecord {
                 timestamp: now_ms(),
-                message: message.to_owned(),
-                operator: None,
+                message: error.to_string(),
+                operator,
                 restarted: restarting,
             });
             while s.exceptions.len() > HISTORY {
