@@ -356,4 +356,3 @@ fn run_query(args: &RunArgs) -> Result<()> {
     }
     Ok(())
 }
-

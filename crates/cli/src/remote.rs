@@ -404,7 +404,11 @@ pub fn stop(args: &StopArgs) -> Result<()> {
     println!(
         "Suspending job {} with a savepoint{}.",
         remote.jid,
-        if args.drain { ", draining it first" } else { "" }
+        if args.drain {
+            ", draining it first"
+        } else {
+            ""
+        }
     );
     let request = remote.call(
         "POST",
@@ -491,7 +495,11 @@ pub fn metrics(args: &MetricsArgs) -> Result<()> {
     if vertex_names.is_empty() {
         return Ok(());
     }
-    let query = vertex_names.iter().map(|n| encode(n)).collect::<Vec<_>>().join(",");
+    let query = vertex_names
+        .iter()
+        .map(|n| encode(n))
+        .collect::<Vec<_>>()
+        .join(",");
     let mut found = std::collections::BTreeSet::new();
     for (vid, name) in &vertices {
         let values = remote.get(&remote.job_path(&format!(
