@@ -240,10 +240,6 @@ fn incremental_checkpoints_upload_only_what_changed() {
         incr_up * 10 < full_up,
         "incremental {incr_up} bytes uploaded, full {full_up}"
     );
-    assert!(
-        metric(&incr, "totalUploadedBytes") < metric(&full, "totalUploadedBytes"),
-        "{incr:?} vs {full:?}"
-    );
 }
 
 #[test]
