@@ -523,6 +523,7 @@ fn checked_target(t: Option<String>) -> Result<Option<String>, Response> {
 }
 
 #[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
 struct StopBody {
     #[serde(rename = "targetDirectory")]
     target_directory: Option<String>,
@@ -547,6 +548,7 @@ async fn stop(
 }
 
 #[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
 struct SavepointBody {
     #[serde(rename = "target-directory")]
     target_directory: Option<String>,

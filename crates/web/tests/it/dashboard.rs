@@ -1,0 +1,1 @@
+//! The dashboard in a real headless Chromium (placeholder until the page exists).
