@@ -104,7 +104,8 @@ fn validate_token(token: &str) -> Result<(), String> {
 /// Reads a token from a file: its first line, surrounding whitespace removed.
 pub fn token_from_file(path: &Path) -> Result<String, String> {
     let shown = path.display();
-    let meta = std::fs::metadata(path).map_err(|e| format!("cannot read token file {shown}: {e}"))?;
+    let meta =
+        std::fs::metadata(path).map_err(|e| format!("cannot read token file {shown}: {e}"))?;
     if !meta.is_file() {
         return Err(format!("token file {shown} is not a regular file"));
     }
@@ -113,8 +114,8 @@ pub fn token_from_file(path: &Path) -> Result<String, String> {
             "token file {shown} is larger than {MAX_TOKEN_FILE_BYTES} bytes"
         ));
     }
-    let text =
-        std::fs::read_to_string(path).map_err(|e| format!("cannot read token file {shown}: {e}"))?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read token file {shown}: {e}"))?;
     let token = text.lines().next().unwrap_or("").trim().to_string();
     if token.is_empty() {
         return Err(format!("token file {shown} is empty"));

@@ -16,7 +16,10 @@ use crate::layout::{layout, NODE_H, NODE_W};
 const NO_WATERMARK: f64 = -4.0e18;
 
 fn max_of(xs: &[f64]) -> Option<f64> {
-    xs.iter().copied().filter(|x| x.is_finite()).reduce(f64::max)
+    xs.iter()
+        .copied()
+        .filter(|x| x.is_finite())
+        .reduce(f64::max)
 }
 
 /// The dashboard's data for one job.

@@ -308,9 +308,7 @@ pub fn job_details(snap: &JobSnapshot) -> Value {
     let vertices: Vec<Value> = vs
         .iter()
         .map(|v| {
-            let n = subtask_indices(snap, v).len();
             *counts.entry(execution_state(snap.state)).or_default() += 1;
-            let _ = n;
             json!({
                 "id": v.id,
                 "name": v.name,
@@ -381,7 +379,7 @@ pub fn job_overview(snap: &JobSnapshot) -> Value {
     let mut tasks = Map::new();
     tasks.insert("total".into(), json!(0));
     for s in EXECUTION_STATES {
-        tasks.insert(s.to_lowercase().replace("canceling", "canceling"), json!(0));
+        tasks.insert(s.to_lowercase(), json!(0));
     }
     let total: usize = vs.iter().map(|v| subtask_indices(snap, v).len()).sum();
     tasks.insert("total".into(), json!(total));
@@ -506,9 +504,9 @@ pub fn watermarks(snap: &JobSnapshot, v: &Vertex) -> Value {
     let rows: Vec<Value> = subtask_indices(snap, v)
         .into_iter()
         .filter_map(|i| {
-            task_metrics(snap, v, i)
-                .get("currentInputWatermark")
-                .map(|w| json!({"id": format!("{i}.currentInputWatermark"), "value": metric_string(*w)}))
+            task_metrics(snap, v, i).get("currentInputWatermark").map(
+                |w| json!({"id": format!("{i}.currentInputWatermark"), "value": metric_string(*w)}),
+            )
         })
         .collect();
     Value::Array(rows)
@@ -780,11 +778,7 @@ pub fn taskmanagers(snap: &JobSnapshot) -> Value {
         .processes
         .iter()
         .map(|p| {
-            let slots = snap
-                .workers
-                .iter()
-                .filter(|w| w.process == p.index)
-                .count();
+            let slots = snap.workers.iter().filter(|w| w.process == p.index).count();
             let metrics: Map<String, Value> = p
                 .metrics
                 .iter()

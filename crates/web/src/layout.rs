@@ -9,7 +9,7 @@
 pub const NODE_W: f64 = 230.0;
 /// Height of a vertex box.
 pub const NODE_H: f64 = 112.0;
-const GAP_X: f64 = 90.0;
+const GAP_X: f64 = 120.0;
 const GAP_Y: f64 = 36.0;
 const MARGIN: f64 = 16.0;
 
@@ -137,7 +137,7 @@ mod tests {
         let (p, w, h) = layout(5, &[(0, 1), (1, 3), (0, 3), (2, 3), (3, 4)]);
         let layers: Vec<usize> = p.iter().map(|p| p.layer).collect();
         assert_eq!(layers, vec![0, 1, 0, 2, 3]);
-        assert_eq!(w, 16.0 * 2.0 + 4.0 * 230.0 + 3.0 * 90.0);
+        assert_eq!(w, 16.0 * 2.0 + 4.0 * 230.0 + 3.0 * 120.0);
         assert_eq!(h, 16.0 * 2.0 + 2.0 * 112.0 + 36.0);
         assert_eq!((p[0].x, p[0].y), (16.0, 16.0));
         assert_eq!((p[2].x, p[2].y), (16.0, 16.0 + 112.0 + 36.0));

@@ -119,7 +119,10 @@ impl Encoder {
         }
         let l = labels(labels_);
         lines.push(format!("{family}_count{l} {}", h.count));
-        lines.push(format!("{family}_sum{l} {}", value(h.mean * h.count as f64)));
+        lines.push(format!(
+            "{family}_sum{l} {}",
+            value(h.mean * h.count as f64)
+        ));
         let f = self.families.entry(family).or_default();
         f.summary = true;
         f.lines.extend(lines);
@@ -191,14 +194,20 @@ pub fn encode(snap: &JobSnapshot, prefix: &str) -> String {
                 op_labels.insert(6, ("operator_name", op.name.clone()));
                 for (k, x) in &s.metrics {
                     enc.gauge(
-                        format!("{prefix}_taskmanager_job_task_operator_{}", sanitize_name(k)),
+                        format!(
+                            "{prefix}_taskmanager_job_task_operator_{}",
+                            sanitize_name(k)
+                        ),
                         &op_labels,
                         *x,
                     );
                 }
                 for (k, h) in &s.histograms {
                     enc.summary(
-                        format!("{prefix}_taskmanager_job_task_operator_{}", sanitize_name(k)),
+                        format!(
+                            "{prefix}_taskmanager_job_task_operator_{}",
+                            sanitize_name(k)
+                        ),
                         &op_labels,
                         h,
                     );
@@ -223,11 +232,7 @@ pub fn encode(snap: &JobSnapshot, prefix: &str) -> String {
     for p in &snap.processes {
         let l = [("tm_id", taskmanager_id(p.index)), ("host", p.host.clone())];
         for (k, x) in &p.metrics {
-            enc.gauge(
-                format!("{prefix}_taskmanager_{}", sanitize_name(k)),
-                &l,
-                *x,
-            );
+            enc.gauge(format!("{prefix}_taskmanager_{}", sanitize_name(k)), &l, *x);
         }
     }
     let l = [
@@ -257,7 +262,10 @@ mod tests {
         assert_eq!(value(f64::NAN), "NaN");
         assert_eq!(value(f64::NEG_INFINITY), "-Inf");
         // The shortest decimal that reads back as the same f64 (i64::MIN, Flink's "no watermark").
-        assert_eq!(value(i64::MIN as f64).parse::<f64>().unwrap(), i64::MIN as f64);
+        assert_eq!(
+            value(i64::MIN as f64).parse::<f64>().unwrap(),
+            i64::MIN as f64
+        );
         assert_eq!(value(0.25), "0.25");
     }
 

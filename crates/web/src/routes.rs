@@ -151,7 +151,10 @@ pub const ROUTES: &[Route] = &[
 pub fn router(view: Arc<dyn JobView>, options: RouterOptions) -> Router {
     let app = Arc::new(App {
         view,
-        token_digest: options.token.as_deref().map(|t| security::digest(t.as_bytes())),
+        token_digest: options
+            .token
+            .as_deref()
+            .map(|t| security::digest(t.as_bytes())),
         prefix: if options.metrics_prefix.is_empty() {
             "spate".into()
         } else {
@@ -174,7 +177,20 @@ pub fn router(view: Arc<dyn JobView>, options: RouterOptions) -> Router {
         .with_state(app)
 }
 
-type Reply = Result<Response, Response>;
+type Reply = Result<Response, Refusal>;
+
+/// A refused request: a status and one line, answered in Flink's error shape.
+pub(crate) struct Refusal(StatusCode, String);
+
+impl IntoResponse for Refusal {
+    fn into_response(self) -> Response {
+        error(self.0, self.1)
+    }
+}
+
+fn refuse(status: StatusCode, message: String) -> Refusal {
+    Refusal(status, message)
+}
 
 /// A JSON response.
 fn json_reply(status: StatusCode, v: &Value) -> Response {
@@ -195,15 +211,15 @@ pub(crate) fn error(status: StatusCode, message: String) -> Response {
     json_reply(status, &json!({ "errors": [message] }))
 }
 
-fn bad(message: impl Into<String>) -> Response {
-    error(StatusCode::BAD_REQUEST, message.into())
+fn bad(message: impl Into<String>) -> Refusal {
+    refuse(StatusCode::BAD_REQUEST, message.into())
 }
 
-fn control_error(e: ControlError) -> Response {
+fn control_error(e: ControlError) -> Refusal {
     match e {
-        ControlError::BadRequest(m) => error(StatusCode::BAD_REQUEST, m),
-        ControlError::Conflict(m) => error(StatusCode::CONFLICT, m),
-        ControlError::NotFound(m) => error(StatusCode::NOT_FOUND, m),
+        ControlError::BadRequest(m) => refuse(StatusCode::BAD_REQUEST, m),
+        ControlError::Conflict(m) => refuse(StatusCode::CONFLICT, m),
+        ControlError::NotFound(m) => refuse(StatusCode::NOT_FOUND, m),
     }
 }
 
@@ -219,7 +235,7 @@ fn is_hex32(s: &str) -> bool {
 }
 
 /// The path parameter `name`, checked for its shape.
-fn param(params: &Params, name: &str) -> Result<String, Response> {
+fn param(params: &Params, name: &str) -> Result<String, Refusal> {
     let Ok(Path(list)) = params else {
         return Err(bad("malformed path parameter"));
     };
@@ -229,7 +245,9 @@ fn param(params: &Params, name: &str) -> Result<String, Response> {
         .map(|(_, v)| v.clone())
         .ok_or_else(|| bad(format!("missing path parameter {name}")))?;
     let valid = match name {
-        "cid" => !value.is_empty() && value.len() <= 20 && value.bytes().all(|b| b.is_ascii_digit()),
+        "cid" => {
+            !value.is_empty() && value.len() <= 20 && value.bytes().all(|b| b.is_ascii_digit())
+        }
         _ => is_hex32(&value),
     };
     if !valid {
@@ -244,27 +262,30 @@ fn param(params: &Params, name: &str) -> Result<String, Response> {
 }
 
 /// The job's snapshot, if `{jid}` names it.
-fn job_of(app: &App, params: &Params) -> Result<JobSnapshot, Response> {
+fn job_of(app: &App, params: &Params) -> Result<JobSnapshot, Refusal> {
     let jid = param(params, "jid")?;
     let snap = app.view.snapshot();
     if snap.job_id != jid {
-        return Err(error(StatusCode::NOT_FOUND, format!("Job {jid} not found")));
+        return Err(refuse(
+            StatusCode::NOT_FOUND,
+            format!("Job {jid} not found"),
+        ));
     }
     Ok(snap)
 }
 
-fn vertex_of(app: &App, params: &Params) -> Result<(JobSnapshot, Vertex), Response> {
+fn vertex_of(app: &App, params: &Params) -> Result<(JobSnapshot, Vertex), Refusal> {
     let snap = job_of(app, params)?;
     let vid = param(params, "vid")?;
     let v = flink::vertices(&snap)
         .into_iter()
         .find(|v| v.id == vid)
-        .ok_or_else(|| error(StatusCode::NOT_FOUND, format!("Vertex {vid} not found")))?;
+        .ok_or_else(|| refuse(StatusCode::NOT_FOUND, format!("Vertex {vid} not found")))?;
     Ok((snap, v))
 }
 
 /// The value of query parameter `name` (the last one given).
-fn query<'a>(q: &'a QueryParams, name: &str) -> Result<Option<&'a str>, Response> {
+fn query<'a>(q: &'a QueryParams, name: &str) -> Result<Option<&'a str>, Refusal> {
     match q {
         Ok(Query(list)) => Ok(list
             .iter()
@@ -276,7 +297,7 @@ fn query<'a>(q: &'a QueryParams, name: &str) -> Result<Option<&'a str>, Response
 }
 
 /// A comma-separated list parameter (`get=a,b`), at most 1000 items.
-fn list_param(q: &QueryParams, name: &str) -> Result<Option<Vec<String>>, Response> {
+fn list_param(q: &QueryParams, name: &str) -> Result<Option<Vec<String>>, Refusal> {
     let Some(v) = query(q, name)? else {
         return Ok(None);
     };
@@ -293,7 +314,7 @@ fn list_param(q: &QueryParams, name: &str) -> Result<Option<Vec<String>>, Respon
 }
 
 /// A subtask selection: `0,2,4-6`.
-fn subtasks_param(q: &QueryParams) -> Result<Option<Vec<usize>>, Response> {
+fn subtasks_param(q: &QueryParams) -> Result<Option<Vec<usize>>, Refusal> {
     let Some(items) = list_param(q, "subtasks")? else {
         return Ok(None);
     };
@@ -325,7 +346,11 @@ const APP_JS: &str = include_str!("../assets/app.js");
 const APP_CSS: &str = include_str!("../assets/app.css");
 
 async fn index() -> Response {
-    ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], INDEX_HTML).into_response()
+    (
+        [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
+        INDEX_HTML,
+    )
+        .into_response()
 }
 
 async fn app_js() -> Response {
@@ -430,7 +455,7 @@ async fn checkpoint_details(State(app): State<Shared>, p: Params) -> Reply {
         .map_err(|_| bad("path parameter cid must be a number"))?;
     match flink::checkpoint_details(&snap, id) {
         Some(v) => ok(v),
-        None => Err(error(
+        None => Err(refuse(
             StatusCode::NOT_FOUND,
             format!("Checkpoint {id} not found (or no longer in the history)"),
         )),
@@ -472,7 +497,11 @@ async fn subtask_metrics(State(app): State<Shared>, p: Params, q: QueryParams) -
                 let known = flink::AGGREGATIONS
                     .iter()
                     .find(|k| **k == a)
-                    .ok_or_else(|| bad(format!("unknown aggregation {a:?} (min, max, avg, sum, skew)")))?;
+                    .ok_or_else(|| {
+                        bad(format!(
+                            "unknown aggregation {a:?} (min, max, avg, sum, skew)"
+                        ))
+                    })?;
                 out.push(*known);
             }
             out
@@ -507,15 +536,15 @@ async fn cancel(State(app): State<Shared>, p: Params, q: QueryParams) -> Reply {
 /// The JSON body of a control request; an empty body is `{}`.
 fn body<T: for<'de> Deserialize<'de> + Default>(
     b: Result<Bytes, BytesRejection>,
-) -> Result<T, Response> {
-    let bytes = b.map_err(|r| error(r.status(), r.body_text()))?;
+) -> Result<T, Refusal> {
+    let bytes = b.map_err(|r| refuse(r.status(), r.body_text()))?;
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Ok(T::default());
     }
     serde_json::from_slice(&bytes).map_err(|e| bad(format!("Request body is not valid: {e}")))
 }
 
-fn checked_target(t: Option<String>) -> Result<Option<String>, Response> {
+fn checked_target(t: Option<String>) -> Result<Option<String>, Refusal> {
     if let Some(t) = &t {
         security::precheck_target(t).map_err(bad)?;
     }
@@ -532,11 +561,7 @@ struct StopBody {
     _trigger_id: Option<String>,
 }
 
-async fn stop(
-    State(app): State<Shared>,
-    p: Params,
-    b: Result<Bytes, BytesRejection>,
-) -> Reply {
+async fn stop(State(app): State<Shared>, p: Params, b: Result<Bytes, BytesRejection>) -> Reply {
     job_of(&app, &p)?;
     let req: StopBody = body(b)?;
     let op = Operation::Stop {
@@ -578,12 +603,10 @@ async fn savepoint(
 async fn operation(State(app): State<Shared>, p: Params) -> Reply {
     job_of(&app, &p)?;
     let id = param(&p, "triggerid")?;
-    let status = app.view.operation(&id).ok_or_else(|| {
-        error(
-            StatusCode::NOT_FOUND,
-            format!("Operation {id} not found"),
-        )
-    })?;
+    let status = app
+        .view
+        .operation(&id)
+        .ok_or_else(|| refuse(StatusCode::NOT_FOUND, format!("Operation {id} not found")))?;
     ok(match status {
         OperationStatus::InProgress => json!({"status": {"id": "IN_PROGRESS"}, "operation": null}),
         OperationStatus::Completed { location } => {

@@ -126,7 +126,11 @@ fn check(app: &App, req: &Request) -> Option<Response> {
         .headers()
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.trim().parse::<u64>().map_or(true, |n| n > MAX_BODY_BYTES as u64));
+        .is_some_and(|v| {
+            v.trim()
+                .parse::<u64>()
+                .map_or(true, |n| n > MAX_BODY_BYTES as u64)
+        });
     if too_big {
         return Some(error(
             StatusCode::PAYLOAD_TOO_LARGE,

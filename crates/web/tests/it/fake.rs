@@ -10,8 +10,8 @@ use std::sync::Mutex;
 use spate_metrics::snapshot::operator_id_from;
 use spate_metrics::{
     savepoint_target, CheckpointRecord, CheckpointStatus, CheckpointsSnapshot, ControlError,
-    EdgeInfo, ExceptionRecord, HistogramSnapshot, JobSnapshot, JobState, JobView, OperatorInfo,
-    Operation, OperationId, OperationStatus, ProcessSnapshot, RestoredRecord, ShipStrategy,
+    EdgeInfo, ExceptionRecord, HistogramSnapshot, JobSnapshot, JobState, JobView, Operation,
+    OperationId, OperationStatus, OperatorInfo, ProcessSnapshot, RestoredRecord, ShipStrategy,
     SubtaskSnapshot, WorkerSnapshot,
 };
 
@@ -20,10 +20,22 @@ pub const NOW: i64 = 1_780_000_000_000;
 pub const WORKERS: usize = 2;
 pub const XSS_NAME: &str = "Sink: <img src=x onerror=alert(1)>";
 
-/// (name, kind, chain head, inputs)
-const PLAN: &[(&str, &str, usize, &[(usize, ShipStrategy)])] = &[
+/// An operator of the plan: name, kind, chain head, inputs.
+type PlanOp = (
+    &'static str,
+    &'static str,
+    usize,
+    &'static [(usize, ShipStrategy)],
+);
+
+const PLAN: &[PlanOp] = &[
     ("Source: bids", "source", 0, &[]),
-    ("Filter: price > 10", "operator", 0, &[(0, ShipStrategy::Forward)]),
+    (
+        "Filter: price > 10",
+        "operator",
+        0,
+        &[(0, ShipStrategy::Forward)],
+    ),
     ("Source: auctions", "source", 2, &[]),
     (
         "Join: auction = bid",
@@ -31,7 +43,12 @@ const PLAN: &[(&str, &str, usize, &[(usize, ShipStrategy)])] = &[
         3,
         &[(1, ShipStrategy::Hash), (2, ShipStrategy::Hash)],
     ),
-    ("Window: max price", "operator", 3, &[(3, ShipStrategy::Forward)]),
+    (
+        "Window: max price",
+        "operator",
+        3,
+        &[(3, ShipStrategy::Forward)],
+    ),
     (XSS_NAME, "sink", 5, &[(4, ShipStrategy::Rebalance)]),
 ];
 
@@ -125,8 +142,10 @@ pub fn snapshot() -> JobSnapshot {
     let mut subtasks = Vec::new();
     for op in 0..PLAN.len() {
         for w in 0..WORKERS {
-            let mut metrics: BTreeMap<String, f64> =
-                METRICS.iter().map(|m| (m.to_string(), metric(op, w, m))).collect();
+            let mut metrics: BTreeMap<String, f64> = METRICS
+                .iter()
+                .map(|m| (m.to_string(), metric(op, w, m)))
+                .collect();
             if op == 3 {
                 metrics.insert("numLateRecordsDropped".into(), 7.0);
                 metrics.insert("user.joins \"matched\"".into(), 42.0);
@@ -154,7 +173,11 @@ pub fn snapshot() -> JobSnapshot {
         state_size: 1_000_000 * id,
         checkpointed_size: 100_000 * id,
         num_subtasks: 12,
-        num_acknowledged_subtasks: if status == CheckpointStatus::Completed { 12 } else { 5 },
+        num_acknowledged_subtasks: if status == CheckpointStatus::Completed {
+            12
+        } else {
+            5
+        },
         external_path: (status == CheckpointStatus::Completed)
             .then(|| format!("file:///ckpt/chk-{id}")),
         failure_timestamp: (status == CheckpointStatus::Failed).then_some(NOW - 25_000),
@@ -303,7 +326,10 @@ impl JobView for FakeJob {
         let id = format!("{n:032x}");
         // The first operation stays in progress until polled once, the others complete.
         ops.push((id.clone(), OperationStatus::InProgress));
-        ops.push((format!("done-{id}"), OperationStatus::Completed { location }));
+        ops.push((
+            format!("done-{id}"),
+            OperationStatus::Completed { location },
+        ));
         Ok(id)
     }
 

@@ -30,7 +30,13 @@ fn cluster_routes_have_flinks_fields() {
     assert_eq!(c.headers["content-type"], "application/json");
     assert_eq!(c.headers["cache-control"], "no-store");
     let c = c.json();
-    for k in ["refresh-interval", "timezone-name", "timezone-offset", "flink-version", "features"] {
+    for k in [
+        "refresh-interval",
+        "timezone-name",
+        "timezone-offset",
+        "flink-version",
+        "features",
+    ] {
         assert!(c.get(k).is_some(), "config lacks {k}");
     }
     assert_eq!(c["features"]["web-submit"], false);
@@ -49,7 +55,10 @@ fn cluster_routes_have_flinks_fields() {
     ] {
         assert!(o.get(k).is_some(), "overview lacks {k}");
     }
-    assert_eq!((o["taskmanagers"].as_u64(), o["slots-total"].as_u64()), (Some(1), Some(2)));
+    assert_eq!(
+        (o["taskmanagers"].as_u64(), o["slots-total"].as_u64()),
+        (Some(1), Some(2))
+    );
     assert_eq!(o["jobs-running"], 1);
 
     let jobs = get(&r, "/v1/jobs").json();
@@ -59,8 +68,15 @@ fn cluster_routes_have_flinks_fields() {
     assert_eq!(
         keys(row),
         sorted(&[
-            "jid", "name", "state", "job-type", "start-time", "end-time", "duration",
-            "last-modification", "tasks"
+            "jid",
+            "name",
+            "state",
+            "job-type",
+            "start-time",
+            "end-time",
+            "duration",
+            "last-modification",
+            "tasks"
         ])
     );
     assert_eq!(row["tasks"]["total"], 8);
@@ -77,8 +93,19 @@ fn job_details_group_chains_into_vertices() {
     assert_eq!(
         keys(&d),
         sorted(&[
-            "jid", "name", "isStoppable", "state", "job-type", "start-time", "end-time",
-            "duration", "maxParallelism", "now", "timestamps", "vertices", "status-counts",
+            "jid",
+            "name",
+            "isStoppable",
+            "state",
+            "job-type",
+            "start-time",
+            "end-time",
+            "duration",
+            "maxParallelism",
+            "now",
+            "timestamps",
+            "vertices",
+            "status-counts",
             "plan"
         ])
     );
@@ -92,13 +119,24 @@ fn job_details_group_chains_into_vertices() {
         assert_eq!(
             keys(v),
             sorted(&[
-                "id", "name", "maxParallelism", "parallelism", "status", "start-time",
-                "end-time", "duration", "tasks", "metrics"
+                "id",
+                "name",
+                "maxParallelism",
+                "parallelism",
+                "status",
+                "start-time",
+                "end-time",
+                "duration",
+                "tasks",
+                "metrics"
             ])
         );
         assert_eq!(v["id"], op_id(*head));
         let snap = fake::snapshot();
-        let name: Vec<&str> = members.iter().map(|&m| snap.operators[m].name.as_str()).collect();
+        let name: Vec<&str> = members
+            .iter()
+            .map(|&m| snap.operators[m].name.as_str())
+            .collect();
         assert_eq!(v["name"], name.join(" -> "));
         assert_eq!(v["parallelism"], 2);
         assert_eq!(v["tasks"]["RUNNING"], 2);
@@ -106,16 +144,26 @@ fn job_details_group_chains_into_vertices() {
         assert_eq!(
             keys(m),
             sorted(&[
-                "read-bytes", "read-bytes-complete", "write-bytes", "write-bytes-complete",
-                "read-records", "read-records-complete", "write-records",
-                "write-records-complete", "accumulated-backpressured-time",
-                "accumulated-idle-time", "accumulated-busy-time"
+                "read-bytes",
+                "read-bytes-complete",
+                "write-bytes",
+                "write-bytes-complete",
+                "read-records",
+                "read-records-complete",
+                "write-records",
+                "write-records-complete",
+                "accumulated-backpressured-time",
+                "accumulated-idle-time",
+                "accumulated-busy-time"
             ])
         );
         // Read = the head's numRecordsIn, written = the tail's numRecordsOut.
         let tail = *members.last().unwrap();
         assert_eq!(m["read-records"].as_f64(), Some(sum(*head, "numRecordsIn")));
-        assert_eq!(m["write-records"].as_f64(), Some(sum(tail, "numRecordsOut")));
+        assert_eq!(
+            m["write-records"].as_f64(),
+            Some(sum(tail, "numRecordsOut"))
+        );
     }
     assert_eq!(vs[3]["name"], XSS_NAME);
 }
@@ -161,34 +209,73 @@ fn vertex_routes_report_subtasks_backpressure_and_watermarks() {
     let v = get(&r, &vertex_url(3, "")).json();
     assert_eq!(
         keys(&v),
-        sorted(&["id", "name", "parallelism", "maxParallelism", "now", "subtasks"])
+        sorted(&[
+            "id",
+            "name",
+            "parallelism",
+            "maxParallelism",
+            "now",
+            "subtasks"
+        ])
     );
     let subs = v["subtasks"].as_array().unwrap();
     assert_eq!(subs.len(), 2);
     for (w, s) in subs.iter().enumerate() {
-        for k in ["subtask", "status", "attempt", "host", "start-time", "duration", "metrics", "taskmanager-id"] {
+        for k in [
+            "subtask",
+            "status",
+            "attempt",
+            "host",
+            "start-time",
+            "duration",
+            "metrics",
+            "taskmanager-id",
+        ] {
             assert!(s.get(k).is_some(), "subtask lacks {k}");
         }
-        assert_eq!(s["metrics"]["read-records"].as_f64(), Some(metric(3, w, "numRecordsIn")));
-        assert_eq!(s["metrics"]["write-records"].as_f64(), Some(metric(4, w, "numRecordsOut")));
+        assert_eq!(
+            s["metrics"]["read-records"].as_f64(),
+            Some(metric(3, w, "numRecordsIn"))
+        );
+        assert_eq!(
+            s["metrics"]["write-records"].as_f64(),
+            Some(metric(4, w, "numRecordsOut"))
+        );
         assert_eq!(s["host"], "worker-host-1");
     }
 
     // Levels: OK ≤ 0.10 < LOW ≤ 0.5 < HIGH, from the largest member ratio.
     let bp = get(&r, &vertex_url(0, "/backpressure")).json();
-    assert_eq!(keys(&bp), sorted(&["status", "backpressureLevel", "end-timestamp", "subtasks"]));
+    assert_eq!(
+        keys(&bp),
+        sorted(&["status", "backpressureLevel", "end-timestamp", "subtasks"])
+    );
     assert_eq!(bp["backpressureLevel"], "high");
     let s1 = &bp["subtasks"][1];
     assert_eq!(
         keys(s1),
-        sorted(&["subtask", "attempt-number", "backpressureLevel", "ratio", "idleRatio", "busyRatio", "other-concurrent-attempts"])
+        sorted(&[
+            "subtask",
+            "attempt-number",
+            "backpressureLevel",
+            "ratio",
+            "idleRatio",
+            "busyRatio",
+            "other-concurrent-attempts"
+        ])
     );
     assert_eq!(s1["ratio"].as_f64(), Some(0.61));
     let busy = (metric(0, 1, "busyTimeMsPerSecond") + metric(1, 1, "busyTimeMsPerSecond")) / 1000.0;
     assert_eq!(s1["busyRatio"].as_f64(), Some(busy));
     assert_eq!(s1["idleRatio"].as_f64(), Some(0.1));
-    assert_eq!(get(&r, &vertex_url(2, "/backpressure")).json()["backpressureLevel"], "low");
-    assert_eq!(get(&r, &vertex_url(5, "/backpressure")).json()["backpressureLevel"], "ok");
+    assert_eq!(
+        get(&r, &vertex_url(2, "/backpressure")).json()["backpressureLevel"],
+        "low"
+    );
+    assert_eq!(
+        get(&r, &vertex_url(5, "/backpressure")).json()["backpressureLevel"],
+        "ok"
+    );
 
     let wm = get(&r, &vertex_url(3, "/watermarks")).json();
     let want: Vec<Value> = (0..WORKERS)
@@ -204,10 +291,25 @@ fn vertex_routes_report_subtasks_backpressure_and_watermarks() {
 fn metric_queries_follow_flinks_semantics() {
     let (_, r, _d) = setup(None);
     let list = get(&r, &vertex_url(3, "/metrics")).json();
-    let ids: Vec<&str> = list.as_array().unwrap().iter().map(|m| m["id"].as_str().unwrap()).collect();
-    assert!(ids.contains(&"0.numRecordsIn") && ids.contains(&"1.busyTimeMsPerSecond"), "{ids:?}");
-    assert!(ids.contains(&"1.Window: max price.numRecordsOut"), "{ids:?}");
-    let got = get(&r, &vertex_url(3, "/metrics?get=0.numRecordsIn,1.busyTimeMsPerSecond,nope")).json();
+    let ids: Vec<&str> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap())
+        .collect();
+    assert!(
+        ids.contains(&"0.numRecordsIn") && ids.contains(&"1.busyTimeMsPerSecond"),
+        "{ids:?}"
+    );
+    assert!(
+        ids.contains(&"1.Window: max price.numRecordsOut"),
+        "{ids:?}"
+    );
+    let got = get(
+        &r,
+        &vertex_url(3, "/metrics?get=0.numRecordsIn,1.busyTimeMsPerSecond,nope"),
+    )
+    .json();
     let busy = metric(3, 1, "busyTimeMsPerSecond") + metric(4, 1, "busyTimeMsPerSecond");
     assert_eq!(
         got,
@@ -217,60 +319,140 @@ fn metric_queries_follow_flinks_semantics() {
         ])
     );
 
-    let agg = get(&r, &vertex_url(5, "/subtasks/metrics?get=busyTimeMsPerSecond&agg=min,max,sum,avg")).json();
-    assert_eq!(agg, json!([{"id": "busyTimeMsPerSecond", "min": 850.0, "max": 900.0, "sum": 1750.0, "avg": 875.0}]));
-    let one = get(&r, &vertex_url(5, "/subtasks/metrics?get=busyTimeMsPerSecond&agg=sum&subtasks=1")).json();
+    let agg = get(
+        &r,
+        &vertex_url(
+            5,
+            "/subtasks/metrics?get=busyTimeMsPerSecond&agg=min,max,sum,avg",
+        ),
+    )
+    .json();
+    assert_eq!(
+        agg,
+        json!([{"id": "busyTimeMsPerSecond", "min": 850.0, "max": 900.0, "sum": 1750.0, "avg": 875.0}])
+    );
+    let one = get(
+        &r,
+        &vertex_url(
+            5,
+            "/subtasks/metrics?get=busyTimeMsPerSecond&agg=sum&subtasks=1",
+        ),
+    )
+    .json();
     assert_eq!(one, json!([{"id": "busyTimeMsPerSecond", "sum": 900.0}]));
-    let range = get(&r, &vertex_url(5, "/subtasks/metrics?get=numRecordsIn&agg=sum&subtasks=0-1")).json();
+    let range = get(
+        &r,
+        &vertex_url(5, "/subtasks/metrics?get=numRecordsIn&agg=sum&subtasks=0-1"),
+    )
+    .json();
     assert_eq!(range[0]["sum"].as_f64(), Some(sum(5, "numRecordsIn")));
     for bad in ["agg=median", "subtasks=x", "subtasks=3-1"] {
-        let resp = get(&r, &vertex_url(5, &format!("/subtasks/metrics?get=numRecordsIn&{bad}")));
+        let resp = get(
+            &r,
+            &vertex_url(5, &format!("/subtasks/metrics?get=numRecordsIn&{bad}")),
+        );
         assert_eq!(resp.status, StatusCode::BAD_REQUEST, "{bad}");
         assert!(resp.json()["errors"][0].is_string());
     }
 
-    let jm = get(&r, &job_url("/metrics?get=numRestarts,lastCheckpointDuration")).json();
-    assert_eq!(jm, json!([{"id": "numRestarts", "value": "1"}, {"id": "lastCheckpointDuration", "value": "205"}]));
-    assert!(get(&r, &job_url("/metrics")).json().as_array().unwrap().len() >= 10);
+    let jm = get(
+        &r,
+        &job_url("/metrics?get=numRestarts,lastCheckpointDuration"),
+    )
+    .json();
+    assert_eq!(
+        jm,
+        json!([{"id": "numRestarts", "value": "1"}, {"id": "lastCheckpointDuration", "value": "205"}])
+    );
+    assert!(
+        get(&r, &job_url("/metrics"))
+            .json()
+            .as_array()
+            .unwrap()
+            .len()
+            >= 10
+    );
 }
 
 #[test]
 fn checkpoints_have_counts_summary_latest_and_history() {
     let (_, r, _d) = setup(None);
     let c = get(&r, &job_url("/checkpoints")).json();
-    assert_eq!(keys(&c), sorted(&["counts", "summary", "latest", "history"]));
+    assert_eq!(
+        keys(&c),
+        sorted(&["counts", "summary", "latest", "history"])
+    );
     assert_eq!(
         c["counts"],
         json!({"restored": 1, "total": 6, "in_progress": 1, "completed": 4, "failed": 1})
     );
-    let ids: Vec<u64> = c["history"].as_array().unwrap().iter().map(|h| h["id"].as_u64().unwrap()).collect();
+    let ids: Vec<u64> = c["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["id"].as_u64().unwrap())
+        .collect();
     assert_eq!(ids, vec![6, 5, 4, 3, 2, 1], "newest first");
     let done = &c["latest"]["completed"];
     assert_eq!(done["id"], 5);
     for k in [
-        "id", "status", "is_savepoint", "trigger_timestamp", "latest_ack_timestamp", "state_size",
-        "checkpointed_size", "end_to_end_duration", "alignment_buffered", "processed_data",
-        "persisted_data", "num_subtasks", "num_acknowledged_subtasks", "checkpoint_type", "tasks",
-        "external_path", "discarded",
+        "id",
+        "status",
+        "is_savepoint",
+        "trigger_timestamp",
+        "latest_ack_timestamp",
+        "state_size",
+        "checkpointed_size",
+        "end_to_end_duration",
+        "alignment_buffered",
+        "processed_data",
+        "persisted_data",
+        "num_subtasks",
+        "num_acknowledged_subtasks",
+        "checkpoint_type",
+        "tasks",
+        "external_path",
+        "discarded",
     ] {
         assert!(done.get(k).is_some(), "completed checkpoint lacks {k}");
     }
     assert_eq!(c["latest"]["savepoint"]["id"], 4);
     assert_eq!(c["latest"]["savepoint"]["checkpoint_type"], "SAVEPOINT");
-    assert_eq!(c["latest"]["failed"]["failure_message"], "upload timed out after 10 s");
-    assert_eq!(c["latest"]["restored"]["external_path"], "file:///ckpt/chk-0");
+    assert_eq!(
+        c["latest"]["failed"]["failure_message"],
+        "upload timed out after 10 s"
+    );
+    assert_eq!(
+        c["latest"]["restored"]["external_path"],
+        "file:///ckpt/chk-0"
+    );
     let ss = &c["summary"]["state_size"];
-    assert_eq!(keys(ss), sorted(&["min", "max", "avg", "p50", "p90", "p95", "p99", "p999"]));
+    assert_eq!(
+        keys(ss),
+        sorted(&["min", "max", "avg", "p50", "p90", "p95", "p99", "p999"])
+    );
     // Completed: 1, 2, 4, 5 (MB).
-    assert_eq!((ss["min"].as_u64(), ss["max"].as_u64(), ss["avg"].as_u64()), (Some(1_000_000), Some(5_000_000), Some(3_000_000)));
+    assert_eq!(
+        (ss["min"].as_u64(), ss["max"].as_u64(), ss["avg"].as_u64()),
+        (Some(1_000_000), Some(5_000_000), Some(3_000_000))
+    );
     assert_eq!(ss["p50"].as_f64(), Some(2_000_000.0));
 
     let d = get(&r, &job_url("/checkpoints/details/3")).json();
     assert_eq!(d["status"], "FAILED");
     assert_eq!(d["tasks"].as_object().unwrap().len(), 4);
-    assert_eq!(get(&r, &job_url("/checkpoints/details/99")).status, StatusCode::NOT_FOUND);
-    assert_eq!(get(&r, &job_url("/checkpoints/details/abc")).status, StatusCode::BAD_REQUEST);
-    assert_eq!(get(&r, &job_url("/checkpoints/details/-1")).status, StatusCode::BAD_REQUEST);
+    assert_eq!(
+        get(&r, &job_url("/checkpoints/details/99")).status,
+        StatusCode::NOT_FOUND
+    );
+    assert_eq!(
+        get(&r, &job_url("/checkpoints/details/abc")).status,
+        StatusCode::BAD_REQUEST
+    );
+    assert_eq!(
+        get(&r, &job_url("/checkpoints/details/-1")).status,
+        StatusCode::BAD_REQUEST
+    );
 }
 
 #[test]
@@ -279,7 +461,13 @@ fn exceptions_and_taskmanagers() {
     let e = get(&r, &job_url("/exceptions")).json();
     let entries = e["exceptionHistory"]["entries"].as_array().unwrap();
     assert_eq!(entries.len(), 1);
-    for k in ["exceptionName", "stacktrace", "timestamp", "taskName", "location"] {
+    for k in [
+        "exceptionName",
+        "stacktrace",
+        "timestamp",
+        "taskName",
+        "location",
+    ] {
         assert!(entries[0].get(k).is_some(), "exception lacks {k}");
     }
     assert_eq!(entries[0]["taskName"], "Window: max price");
@@ -288,11 +476,23 @@ fn exceptions_and_taskmanagers() {
     let t = get(&r, "/v1/taskmanagers").json();
     let tms = t["taskmanagers"].as_array().unwrap();
     assert_eq!(tms.len(), 1);
-    for k in ["id", "path", "dataPort", "slotsNumber", "freeSlots", "hardware", "metrics", "timeSinceLastHeartbeat"] {
+    for k in [
+        "id",
+        "path",
+        "dataPort",
+        "slotsNumber",
+        "freeSlots",
+        "hardware",
+        "metrics",
+        "timeSinceLastHeartbeat",
+    ] {
         assert!(tms[0].get(k).is_some(), "taskmanager lacks {k}");
     }
     assert_eq!(tms[0]["slotsNumber"], 2);
-    assert_eq!(tms[0]["metrics"]["Status.Memory.RSS"].as_f64(), Some(123_456_789.0));
+    assert_eq!(
+        tms[0]["metrics"]["Status.Memory.RSS"].as_f64(),
+        Some(123_456_789.0)
+    );
     let hw = &tms[0]["hardware"];
     for k in ["cpuCores", "physicalMemory", "freeMemory"] {
         assert!(hw[k].as_u64().is_some(), "hardware lacks {k}");
@@ -349,14 +549,26 @@ fn cancel_calls_the_job_and_answers_202() {
 fn stop_and_savepoint_trigger_operations_that_can_be_polled() {
     let (job, r, _d) = setup(None);
     let post = |uri: &str, body: &str| {
-        send(&r, "POST", uri, &[("content-type", "application/json")], Body::from(body.to_string()))
+        send(
+            &r,
+            "POST",
+            uri,
+            &[("content-type", "application/json")],
+            Body::from(body.to_string()),
+        )
     };
-    let resp = post(&job_url("/stop"), r#"{"targetDirectory":"final-1","drain":true}"#);
+    let resp = post(
+        &job_url("/stop"),
+        r#"{"targetDirectory":"final-1","drain":true}"#,
+    );
     assert_eq!(resp.status, StatusCode::ACCEPTED, "{}", resp.body);
     let id = resp.json()["request-id"].as_str().unwrap().to_string();
     assert_eq!(
         job.calls(),
-        vec![Call::Trigger(Operation::Stop { target: Some("final-1".into()), drain: true })]
+        vec![Call::Trigger(Operation::Stop {
+            target: Some("final-1".into()),
+            drain: true
+        })]
     );
     let poll = get(&r, &job_url(&format!("/savepoints/{id}"))).json();
     assert_eq!(poll["status"]["id"], "IN_PROGRESS");
@@ -366,21 +578,36 @@ fn stop_and_savepoint_trigger_operations_that_can_be_polled() {
     assert_eq!(poll["operation"]["location"], location.to_str().unwrap());
     assert!(location.join("_metadata").is_file());
 
-    let resp = post(&job_url("/savepoints"), r#"{"target-directory":null,"cancel-job":true}"#);
+    let resp = post(
+        &job_url("/savepoints"),
+        r#"{"target-directory":null,"cancel-job":true}"#,
+    );
     assert_eq!(resp.status, StatusCode::ACCEPTED);
     let resp = post(&job_url("/savepoints"), "");
     assert_eq!(resp.status, StatusCode::ACCEPTED);
     assert_eq!(
         job.calls()[1..],
         [
-            Call::Trigger(Operation::Savepoint { target: None, cancel_job: true }),
-            Call::Trigger(Operation::Savepoint { target: None, cancel_job: false }),
+            Call::Trigger(Operation::Savepoint {
+                target: None,
+                cancel_job: true
+            }),
+            Call::Trigger(Operation::Savepoint {
+                target: None,
+                cancel_job: false
+            }),
         ]
     );
     // The engine's refusal of a target outside its root is a 400 with Flink's body.
-    let resp = post(&job_url("/savepoints"), r#"{"target-directory":"/etc/cron.d"}"#);
+    let resp = post(
+        &job_url("/savepoints"),
+        r#"{"target-directory":"/etc/cron.d"}"#,
+    );
     assert_eq!(resp.status, StatusCode::BAD_REQUEST);
-    assert!(resp.json()["errors"][0].as_str().unwrap().contains("target-directory"));
+    assert!(resp.json()["errors"][0]
+        .as_str()
+        .unwrap()
+        .contains("target-directory"));
     // A job that has ended cannot take one: 409.
     job.snap.lock().unwrap().state = JobState::Finished;
     let resp = post(&job_url("/stop"), "{}");
@@ -402,13 +629,22 @@ fn the_dashboard_route_has_the_graph_laid_out_and_the_numbers() {
     let sink = &nodes[3];
     assert_eq!(sink["busyMax"].as_f64(), Some(90.0));
     assert_eq!(sink["busyAvg"].as_f64(), Some(87.5));
-    assert_eq!(sink["inPerSecond"].as_f64(), Some(sum(5, "numRecordsInPerSecond")));
+    assert_eq!(
+        sink["inPerSecond"].as_f64(),
+        Some(sum(5, "numRecordsInPerSecond"))
+    );
     assert_eq!(sink["latency"]["p99"].as_f64(), Some(22.0));
     assert_eq!(nodes[0]["backpressureLevel"], "high");
-    assert_eq!(nodes[0]["outPerSecond"].as_f64(), Some(sum(1, "numRecordsOutPerSecond")));
+    assert_eq!(
+        nodes[0]["outPerSecond"].as_f64(),
+        Some(sum(1, "numRecordsOutPerSecond"))
+    );
     let wm = metric(1, 1, "currentOutputWatermark");
     assert_eq!(nodes[0]["watermark"].as_f64(), Some(wm));
-    assert_eq!(nodes[0]["watermarkLagMs"].as_f64(), Some(fake::NOW as f64 - wm));
+    assert_eq!(
+        nodes[0]["watermarkLagMs"].as_f64(),
+        Some(fake::NOW as f64 - wm)
+    );
     assert_eq!(d["checkpoints"]["history"].as_array().unwrap().len(), 6);
     assert_eq!(d["exceptions"].as_array().unwrap().len(), 1);
     assert_eq!(d["processes"][0]["rss"].as_f64(), Some(123_456_789.0));

@@ -70,9 +70,17 @@ fn the_route_table_is_what_the_router_serves() {
         );
         if let Some(bare) = uri.strip_prefix("/v1") {
             let alias = send(&r, route.method, bare, &[], body_for(route.method));
-            assert!(alias.status.is_success(), "alias of {route:?}: {}", alias.status);
+            assert!(
+                alias.status.is_success(),
+                "alias of {route:?}: {}",
+                alias.status
+            );
         }
-        for h in ["content-security-policy", "x-content-type-options", "cache-control"] {
+        for h in [
+            "content-security-policy",
+            "x-content-type-options",
+            "cache-control",
+        ] {
             assert!(resp.headers.get(h).is_some(), "{route:?} lacks {h}");
         }
         assert_eq!(resp.headers["cache-control"], "no-store");
@@ -95,7 +103,13 @@ fn with_a_token_every_private_route_needs_it() {
             uris.push(bare.to_string());
         }
         for uri in &uris {
-            for auth in [None, Some(wrong.as_str()), Some(short.as_str()), Some("Basic dGVzdA=="), Some(TOKEN)] {
+            for auth in [
+                None,
+                Some(wrong.as_str()),
+                Some(short.as_str()),
+                Some("Basic dGVzdA=="),
+                Some(TOKEN),
+            ] {
                 let mut h = vec![("host", "evil.example")];
                 if let Some(a) = auth {
                     h.push(("authorization", a));
@@ -108,7 +122,10 @@ fn with_a_token_every_private_route_needs_it() {
                 } else {
                     assert_eq!(resp.status, StatusCode::UNAUTHORIZED, "{uri} with {auth:?}");
                     assert!(
-                        resp.headers["www-authenticate"].to_str().unwrap().starts_with("Bearer"),
+                        resp.headers["www-authenticate"]
+                            .to_str()
+                            .unwrap()
+                            .starts_with("Bearer"),
                         "{uri}"
                     );
                     assert!(!resp.body.contains(JOB_ID));
@@ -120,11 +137,23 @@ fn with_a_token_every_private_route_needs_it() {
     assert_eq!(job.calls(), vec![]);
     // With the token, any Host is fine (the token is the defence).
     let uri = concrete("/v1/jobs/{jid}/stop");
-    let resp = send(&r, "POST", &uri, &[("authorization", &good), ("host", "spate.example")], Body::from("{}"));
+    let resp = send(
+        &r,
+        "POST",
+        &uri,
+        &[("authorization", &good), ("host", "spate.example")],
+        Body::from("{}"),
+    );
     assert_eq!(resp.status, StatusCode::ACCEPTED);
     for route in ROUTES.iter().filter(|r| r.method == "GET") {
         let uri = concrete(route.path);
-        let resp = send(&r, "GET", &uri, &[("authorization", &good), ("host", "spate.example:443")], Body::empty());
+        let resp = send(
+            &r,
+            "GET",
+            &uri,
+            &[("authorization", &good), ("host", "spate.example:443")],
+            Body::empty(),
+        );
         assert!(resp.status.is_success(), "{uri}: {}", resp.status);
     }
 }
@@ -134,14 +163,36 @@ fn without_a_token_only_loopback_hosts_are_served() {
     let (job, r, _d) = setup(None);
     for route in ROUTES {
         let uri = concrete(route.path);
-        for host in ["evil.example", "localhost.evil.example", "127.0.0.1.nip.io:8081", "10.0.0.1", "[::1].evil"] {
-            let resp = send(&r, route.method, &uri, &[("host", host)], body_for(route.method));
+        for host in [
+            "evil.example",
+            "localhost.evil.example",
+            "127.0.0.1.nip.io:8081",
+            "10.0.0.1",
+            "[::1].evil",
+        ] {
+            let resp = send(
+                &r,
+                route.method,
+                &uri,
+                &[("host", host)],
+                body_for(route.method),
+            );
             assert_eq!(resp.status, StatusCode::FORBIDDEN, "{uri} for Host {host}");
             assert_safe(&resp, &uri);
         }
         for host in ["localhost:8081", "127.0.0.1:1", "[::1]:9999"] {
-            let resp = send(&r, route.method, &uri, &[("host", host), ("origin", "http://evil.example")], body_for(route.method));
-            assert!(resp.status.is_success(), "{uri} for Host {host}: {}", resp.status);
+            let resp = send(
+                &r,
+                route.method,
+                &uri,
+                &[("host", host), ("origin", "http://evil.example")],
+                body_for(route.method),
+            );
+            assert!(
+                resp.status.is_success(),
+                "{uri} for Host {host}: {}",
+                resp.status
+            );
             assert_safe(&resp, &uri);
         }
     }
@@ -230,8 +281,16 @@ fn cve_2020_17519_log_traversal_reads_nothing() {
     let (_, rt, _dt) = setup(Some(TOKEN));
     let bearer = format!("Bearer {TOKEN}");
     let path = format!("/jobmanager/logs/{}etc%252fpasswd", "..%252f".repeat(11));
-    for (router, h) in [(&r, vec![]), (&rt, vec![("authorization", bearer.as_str())])] {
-        for p in [path.clone(), format!("/v1{path}"), "/jobmanager/logs".into(), "/taskmanagers/x/logs".into()] {
+    for (router, h) in [
+        (&r, vec![]),
+        (&rt, vec![("authorization", bearer.as_str())]),
+    ] {
+        for p in [
+            path.clone(),
+            format!("/v1{path}"),
+            "/jobmanager/logs".into(),
+            "/taskmanagers/x/logs".into(),
+        ] {
             let resp = send(router, "GET", &p, &h, Body::empty());
             assert_eq!(resp.status, StatusCode::NOT_FOUND, "{p}");
             assert_safe(&resp, &p);
@@ -255,9 +314,15 @@ fn check_corpus(r: &Router, headers: &[(&str, &str)], dir: &Path) {
                 .map(|p| concrete(&route.path.replace(p, bad)))
                 .collect();
             // And the variant appended, as a path suffix and as a query.
-            uris.push(format!("{}/{bad}", concrete(route.path).trim_end_matches('/')));
+            uris.push(format!(
+                "{}/{bad}",
+                concrete(route.path).trim_end_matches('/')
+            ));
             if route.method == "GET" {
-                uris.push(format!("{}?get={bad}&subtasks={bad}&mode={bad}", concrete(route.path)));
+                uris.push(format!(
+                    "{}?get={bad}&subtasks={bad}&mode={bad}",
+                    concrete(route.path)
+                ));
             }
             for uri in uris {
                 let resp = send(r, route.method, &uri, headers, body_for(route.method));
@@ -268,7 +333,12 @@ fn check_corpus(r: &Router, headers: &[(&str, &str)], dir: &Path) {
                     // Unknown metric names are simply absent; bad lists are 400.
                     assert!(resp.status.as_u16() < 500, "{uri}: {}", resp.status);
                 } else {
-                    assert!(resp.status.is_client_error(), "{} {uri}: {}", route.method, resp.status);
+                    assert!(
+                        resp.status.is_client_error(),
+                        "{} {uri}: {}",
+                        route.method,
+                        resp.status
+                    );
                 }
             }
         }
@@ -290,12 +360,36 @@ fn the_traversal_corpus_is_refused_in_every_path_parameter() {
 /// Savepoint-target variants, raw (they go in a JSON body).
 fn target_corpus() -> Vec<String> {
     let mut c: Vec<String> = [
-        "..", "../..", "../../../../../../tmp/success", "/tmp/success", "/etc", "/etc/passwd",
-        "a/../../b", "./x", "x/./y", "..%2f..%2ftmp", "..%252f..%252ftmp%252fsuccess",
-        "%2e%2e/%2e%2e/tmp", "..\\..\\tmp", "C:\\Windows\\Temp", "a\u{0}b", "\u{0}",
-        "a\nb", "x\r\ny", "file:///tmp/success", "file:/tmp/success", "s3://other-bucket/x",
-        "hdfs://namenode/tmp", "\u{2215}tmp\u{2215}success", "\u{ff0e}\u{ff0e}/tmp",
-        "//tmp/success", "~/x", "a//b", "a b", "$HOME/x", "`touch /tmp/success`",
+        "..",
+        "../..",
+        "../../../../../../tmp/success",
+        "/tmp/success",
+        "/etc",
+        "/etc/passwd",
+        "a/../../b",
+        "./x",
+        "x/./y",
+        "..%2f..%2ftmp",
+        "..%252f..%252ftmp%252fsuccess",
+        "%2e%2e/%2e%2e/tmp",
+        "..\\..\\tmp",
+        "C:\\Windows\\Temp",
+        "a\u{0}b",
+        "\u{0}",
+        "a\nb",
+        "x\r\ny",
+        "file:///tmp/success",
+        "file:/tmp/success",
+        "s3://other-bucket/x",
+        "hdfs://namenode/tmp",
+        "\u{2215}tmp\u{2215}success",
+        "\u{ff0e}\u{ff0e}/tmp",
+        "//tmp/success",
+        "~/x",
+        "a//b",
+        "a b",
+        "$HOME/x",
+        "`touch /tmp/success`",
         "$(touch /tmp/success)",
     ]
     .iter()
@@ -314,11 +408,25 @@ fn the_traversal_corpus_is_refused_as_a_savepoint_target() {
     let corpus = target_corpus();
     assert!(corpus.len() >= 30);
     for t in &corpus {
-        for (route, field) in [("stop", "targetDirectory"), ("savepoints", "target-directory")] {
+        for (route, field) in [
+            ("stop", "targetDirectory"),
+            ("savepoints", "target-directory"),
+        ] {
             let body = serde_json::json!({ field: t }).to_string();
             let uri = format!("/v1/jobs/{JOB_ID}/{route}");
-            let resp = send(&r, "POST", &uri, &[("content-type", "application/json")], Body::from(body));
-            assert_eq!(resp.status, StatusCode::BAD_REQUEST, "{route} to {t:?}: {}", resp.body);
+            let resp = send(
+                &r,
+                "POST",
+                &uri,
+                &[("content-type", "application/json")],
+                Body::from(body),
+            );
+            assert_eq!(
+                resp.status,
+                StatusCode::BAD_REQUEST,
+                "{route} to {t:?}: {}",
+                resp.body
+            );
             assert!(resp.json()["errors"][0].is_string());
             assert_safe(&resp, &uri);
         }
@@ -337,7 +445,13 @@ fn oversized_and_malformed_bodies_are_refused() {
         let uri = concrete(route.path);
         // Announced by Content-Length: refused before anything is read, on any route.
         let len = big.len().to_string();
-        let resp = send(&r, route.method, &uri, &[("content-length", &len)], Body::from(big.clone()));
+        let resp = send(
+            &r,
+            route.method,
+            &uri,
+            &[("content-length", &len)],
+            Body::from(big.clone()),
+        );
         assert_eq!(resp.status, StatusCode::PAYLOAD_TOO_LARGE, "{uri}");
     }
     for route in ["stop", "savepoints"] {
@@ -347,10 +461,31 @@ fn oversized_and_malformed_bodies_are_refused() {
         let resp = send(&r, "POST", &uri, &[], stream);
         assert_eq!(resp.status, StatusCode::PAYLOAD_TOO_LARGE, "{uri} chunked");
         let deep = "[".repeat(60_000);
-        for bad in ["{", "[1,2]", "null", "\"x\"", "{\"drain\":\"yes\"}", "{\"targetDirectory\":5}",
-                    "{\"cancel-job\":1}", "\u{feff}{}", "{}{}", deep.as_str()] {
-            let resp = send(&r, "POST", &uri, &[("content-type", "application/json")], Body::from(bad.to_string()));
-            assert_eq!(resp.status, StatusCode::BAD_REQUEST, "{uri} with {:.40}", bad);
+        for bad in [
+            "{",
+            "[1,2]",
+            "null",
+            "\"x\"",
+            "{\"drain\":\"yes\"}",
+            "{\"targetDirectory\":5}",
+            "{\"cancel-job\":1}",
+            "\u{feff}{}",
+            "{}{}",
+            deep.as_str(),
+        ] {
+            let resp = send(
+                &r,
+                "POST",
+                &uri,
+                &[("content-type", "application/json")],
+                Body::from(bad.to_string()),
+            );
+            assert_eq!(
+                resp.status,
+                StatusCode::BAD_REQUEST,
+                "{uri} with {:.40}",
+                bad
+            );
             assert!(resp.json()["errors"][0].is_string());
         }
         let resp = send(&r, "POST", &uri, &[], Body::from(vec![0xff, 0xfe, b'{']));

@@ -39,31 +39,55 @@ fn serve_answers_on_a_free_loopback_port_and_shuts_down() {
     assert!(addr.ip().is_loopback());
     assert_ne!(addr.port(), 0);
     assert_eq!(server.url(), format!("http://127.0.0.1:{}/", addr.port()));
-    let resp = http(&mut connect(addr), "/v1/overview", &format!("127.0.0.1:{}", addr.port()), "");
+    let resp = http(
+        &mut connect(addr),
+        "/v1/overview",
+        &format!("127.0.0.1:{}", addr.port()),
+        "",
+    );
     assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
     assert!(resp.contains("\"slots-total\":2"), "{resp}");
     let resp = http(&mut connect(addr), "/v1/jobs", "evil.example", "");
     assert!(resp.starts_with("HTTP/1.1 403"), "{resp}");
     // A second server cannot take the same port; the error is one line.
-    let busy = ServerConfig { port: addr.port(), ..ServerConfig::default() };
+    let busy = ServerConfig {
+        port: addr.port(),
+        ..ServerConfig::default()
+    };
     let e = serve(&busy, Arc::new(FakeJob::new(dir.path()))).unwrap_err();
-    assert!(e.starts_with("cannot listen on 127.0.0.1:") && !e.contains('\n'), "{e}");
+    assert!(
+        e.starts_with("cannot listen on 127.0.0.1:") && !e.contains('\n'),
+        "{e}"
+    );
     server.shutdown();
-    assert!(TcpStream::connect(addr).is_err(), "still listening after shutdown");
+    assert!(
+        TcpStream::connect(addr).is_err(),
+        "still listening after shutdown"
+    );
 }
 
 #[test]
 fn a_token_is_checked_over_the_wire() {
     let dir = tempfile::tempdir().unwrap();
-    let config = ServerConfig { token: Some(TOKEN.into()), ..ServerConfig::default() };
+    let config = ServerConfig {
+        token: Some(TOKEN.into()),
+        ..ServerConfig::default()
+    };
     let server = serve(&config, Arc::new(FakeJob::new(dir.path()))).unwrap();
     let host = format!("localhost:{}", server.addr().port());
     let resp = http(&mut connect(server.addr()), "/v1/jobs", &host, "");
     assert!(resp.starts_with("HTTP/1.1 401"), "{resp}");
-    assert!(resp.to_ascii_lowercase().contains("www-authenticate: bearer"), "{resp}");
+    assert!(
+        resp.to_ascii_lowercase()
+            .contains("www-authenticate: bearer"),
+        "{resp}"
+    );
     let auth = format!("Authorization: Bearer {TOKEN}\r\n");
     let resp = http(&mut connect(server.addr()), "/v1/jobs", &host, &auth);
-    assert!(resp.starts_with("HTTP/1.1 200") && resp.contains(JOB_ID), "{resp}");
+    assert!(
+        resp.starts_with("HTTP/1.1 200") && resp.contains(JOB_ID),
+        "{resp}"
+    );
     drop(server);
 }
 
@@ -71,13 +95,24 @@ fn a_token_is_checked_over_the_wire() {
 fn bad_configurations_are_refused_before_binding() {
     let dir = tempfile::tempdir().unwrap();
     let job = Arc::new(FakeJob::new(dir.path()));
-    let open = ServerConfig { bind: "0.0.0.0".parse().unwrap(), ..ServerConfig::default() };
+    let open = ServerConfig {
+        bind: "0.0.0.0".parse().unwrap(),
+        ..ServerConfig::default()
+    };
     let e = serve(&open, job.clone()).unwrap_err();
     assert!(e.starts_with("--rest-bind 0.0.0.0 needs a token"), "{e}");
-    let no_tls = ServerConfig { token: Some(TOKEN.into()), ..open.clone() };
-    assert!(serve(&no_tls, job.clone()).unwrap_err().contains("needs TLS"));
+    let no_tls = ServerConfig {
+        token: Some(TOKEN.into()),
+        ..open.clone()
+    };
+    assert!(serve(&no_tls, job.clone())
+        .unwrap_err()
+        .contains("needs TLS"));
     let missing = ServerConfig {
-        tls: Some((dir.path().join("no-cert.pem"), dir.path().join("no-key.pem"))),
+        tls: Some((
+            dir.path().join("no-cert.pem"),
+            dir.path().join("no-key.pem"),
+        )),
         ..ServerConfig::default()
     };
     let e = serve(&missing, job).unwrap_err();
@@ -90,34 +125,77 @@ fn openssl(dir: &Path, args: &[&str]) {
         .current_dir(dir)
         .output()
         .expect("the openssl CLI (Debian's openssl package) runs");
-    assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]
 fn tls_serves_https_and_refuses_plain_http() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+    ];
     let mut ca = vec!["req", "-x509"];
     ca.extend(ec);
     ca.extend([
-        "-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj", "/CN=spate test CA",
-        "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=spate test CA",
+        "-addext",
+        "basicConstraints=critical,CA:TRUE",
+        "-addext",
+        "keyUsage=critical,keyCertSign",
     ]);
     openssl(d, &ca);
     let mut csr = vec!["req"];
     csr.extend(ec);
-    csr.extend(["-keyout", "key.pem", "-out", "leaf.csr", "-subj", "/CN=localhost"]);
+    csr.extend([
+        "-keyout",
+        "key.pem",
+        "-out",
+        "leaf.csr",
+        "-subj",
+        "/CN=localhost",
+    ]);
     openssl(d, &csr);
     std::fs::write(
         d.join("ext.cnf"),
         "subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n",
     )
     .unwrap();
-    openssl(d, &[
-        "x509", "-req", "-in", "leaf.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
-        "-out", "cert.pem", "-days", "2", "-extfile", "ext.cnf",
-    ]);
+    openssl(
+        d,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            "leaf.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            "cert.pem",
+            "-days",
+            "2",
+            "-extfile",
+            "ext.cnf",
+        ],
+    );
     let config = ServerConfig {
         tls: Some((d.join("cert.pem"), d.join("key.pem"))),
         ..ServerConfig::default()
@@ -130,19 +208,28 @@ fn tls_serves_https_and_refuses_plain_http() {
     for cert in rustls::pki_types::CertificateDer::pem_file_iter(d.join("ca.pem")).unwrap() {
         roots.add(cert.unwrap()).unwrap();
     }
-    let client = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    let conn = rustls::ClientConnection::new(Arc::new(client), "localhost".try_into().unwrap()).unwrap();
+    let client = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let conn =
+        rustls::ClientConnection::new(Arc::new(client), "localhost".try_into().unwrap()).unwrap();
     let mut tls = rustls::StreamOwned::new(conn, connect(server.addr()));
     let host = format!("localhost:{}", server.addr().port());
     let resp = http(&mut tls, "/v1/jobs", &host, "");
-    assert!(resp.starts_with("HTTP/1.1 200") && resp.contains(JOB_ID), "{resp}");
+    assert!(
+        resp.starts_with("HTTP/1.1 200") && resp.contains(JOB_ID),
+        "{resp}"
+    );
 
     // Plain HTTP to the TLS port gets no HTTP answer.
     let resp = http(&mut connect(server.addr()), "/v1/jobs", &host, "");
-    assert!(!resp.contains("HTTP/1.1 200") && !resp.contains(JOB_ID), "{resp}");
+    assert!(
+        !resp.contains("HTTP/1.1 200") && !resp.contains(JOB_ID),
+        "{resp}"
+    );
     server.shutdown();
 }
