@@ -141,6 +141,15 @@ pub fn token_from_env(name: &str) -> Result<Option<String>, String> {
     }
 }
 
+/// The token as the CLI takes it: from `file` when given (`--rest-token-file`), else from
+/// [`TOKEN_ENV`], else none.
+pub fn token_from(file: Option<&Path>) -> Result<Option<String>, String> {
+    match file {
+        Some(path) => token_from_file(path).map(Some),
+        None => token_from_env(TOKEN_ENV),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -204,6 +213,8 @@ mod tests {
         assert!(token_from_file(&p).unwrap_err().contains("larger"));
         assert!(token_from_file(dir.path()).is_err());
         assert!(token_from_file(&dir.path().join("missing")).is_err());
+        std::fs::write(&p, TOKEN).unwrap();
+        assert_eq!(token_from(Some(&p)), Ok(Some(TOKEN.to_string())));
 
         let var = "SPATE_WEB_TEST_TOKEN_ENV";
         assert_eq!(token_from_env(var), Ok(None));

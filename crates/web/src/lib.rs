@@ -40,9 +40,10 @@ pub mod layout;
 pub mod prom;
 pub mod routes;
 pub mod security;
+#[cfg(feature = "tls")]
 mod tls;
 
-pub use config::{token_from_env, token_from_file, ServerConfig, TOKEN_ENV};
+pub use config::{token_from, token_from_env, token_from_file, ServerConfig, TOKEN_ENV};
 pub use routes::{router, RouterOptions, ROUTES};
 
 /// A running server; it stops on [`Server::shutdown`] or when dropped.
@@ -99,8 +100,20 @@ impl Drop for Server {
 /// bound. Errors are one line (bad configuration, port in use, unreadable certificate).
 pub fn serve(config: &ServerConfig, view: Arc<dyn JobView>) -> Result<Server, String> {
     config.validate()?;
+    #[cfg(feature = "tls")]
     let acceptor = match &config.tls {
         Some((cert, key)) => Some(tls::acceptor(cert, key)?),
+        None => None,
+    };
+    #[cfg(not(feature = "tls"))]
+    let acceptor: Option<std::convert::Infallible> = match &config.tls {
+        Some(_) => {
+            return Err(
+                "this build of Spate has no TLS (the spate-web feature `tls`); \
+                        use --insecure behind a TLS proxy"
+                    .to_string(),
+            )
+        }
         None => None,
     };
     let listener = std::net::TcpListener::bind((config.bind, config.port))
@@ -151,12 +164,15 @@ pub fn serve(config: &ServerConfig, view: Arc<dyn JobView>) -> Result<Server, St
                             _ = stopped => {}
                         }
                     }
+                    #[cfg(feature = "tls")]
                     Some(acceptor) => {
                         tokio::select! {
                             _ = tls::serve(listener, acceptor, app) => {}
                             _ = stopped => {}
                         }
                     }
+                    #[cfg(not(feature = "tls"))]
+                    Some(never) => match never {},
                 }
             });
             // Dropping the runtime here ends every connection still open.
