@@ -92,6 +92,13 @@ pub const ROUTES: &[Route] = &[
     route!("GET", "/v1/jobs/{jid}/checkpoints", false, get, checkpoints),
     route!(
         "GET",
+        "/v1/jobs/{jid}/checkpoints/config",
+        false,
+        get,
+        checkpoint_config
+    ),
+    route!(
+        "GET",
         "/v1/jobs/{jid}/checkpoints/details/{cid}",
         false,
         get,
@@ -445,6 +452,22 @@ async fn exceptions(State(app): State<Shared>, p: Params) -> Reply {
 
 async fn checkpoints(State(app): State<Shared>, p: Params) -> Reply {
     ok(flink::checkpoints(&job_of(&app, &p)?))
+}
+
+async fn checkpoint_config(State(app): State<Shared>, p: Params) -> Reply {
+    let snap = job_of(&app, &p)?;
+    let interval = snap.checkpoints.interval_ms;
+    ok(json!({
+        "mode": if interval > 0 { "exactly_once" } else { "none" },
+        "interval": interval,
+        "timeout": 0,
+        "min_pause": 0,
+        "max_concurrent": 1,
+        "externalization": {"enabled": interval > 0, "delete_on_cancellation": false},
+        "unaligned_checkpoints": false,
+        "tolerable_failed_checkpoints": 0,
+        "savepoints_enabled": snap.savepoints_enabled,
+    }))
 }
 
 async fn checkpoint_details(State(app): State<Shared>, p: Params) -> Reply {

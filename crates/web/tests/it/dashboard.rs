@@ -191,23 +191,29 @@ fn the_dashboard_shows_the_graph_and_numbers_in_chromium() {
     assert!(dom.contains("&lt;script&gt;alert(2)&lt;/script&gt;"));
     assert!(!dom.contains("<script>alert"));
 
-    // A screenshot for people (and CI artifacts).
-    let png = artifacts().join("dashboard.png");
-    std::fs::create_dir_all(png.parent().unwrap()).unwrap();
-    let _ = std::fs::remove_file(&png);
-    run_chromium(
-        &url,
-        &[
-            &format!("--screenshot={}", png.display()),
-            "--window-size=1280,900",
-        ],
-    );
-    let bytes = std::fs::read(&png).expect("chromium wrote the screenshot");
-    assert!(
-        bytes.starts_with(b"\x89PNG\r\n\x1a\n") && bytes.len() > 20_000,
-        "{} bytes",
-        bytes.len()
-    );
-    eprintln!("dashboard screenshot: {}", png.display());
+    // Screenshots for people (and CI artifacts): the first screen, and the whole page.
+    let dir = artifacts();
+    std::fs::create_dir_all(&dir).unwrap();
+    for (name, size) in [
+        ("dashboard.png", "1280,900"),
+        ("dashboard-full.png", "1280,1700"),
+    ] {
+        let png = dir.join(name);
+        let _ = std::fs::remove_file(&png);
+        run_chromium(
+            &url,
+            &[
+                &format!("--screenshot={}", png.display()),
+                &format!("--window-size={size}"),
+            ],
+        );
+        let bytes = std::fs::read(&png).expect("chromium wrote the screenshot");
+        assert!(
+            bytes.starts_with(b"\x89PNG\r\n\x1a\n") && bytes.len() > 20_000,
+            "{} bytes",
+            bytes.len()
+        );
+        eprintln!("dashboard screenshot: {}", png.display());
+    }
     server.shutdown();
 }

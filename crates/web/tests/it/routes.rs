@@ -438,6 +438,11 @@ fn checkpoints_have_counts_summary_latest_and_history() {
     );
     assert_eq!(ss["p50"].as_f64(), Some(2_000_000.0));
 
+    let cfg = get(&r, &job_url("/checkpoints/config")).json();
+    assert_eq!(
+        (cfg["mode"].as_str(), cfg["interval"].as_u64()),
+        (Some("exactly_once"), Some(10_000))
+    );
     let d = get(&r, &job_url("/checkpoints/details/3")).json();
     assert_eq!(d["status"], "FAILED");
     assert_eq!(d["tasks"].as_object().unwrap().len(), 4);
