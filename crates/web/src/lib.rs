@@ -15,6 +15,8 @@
 //!   graph laid out on the server; the page itself is `assets/` compiled in.
 //! - [`security`]: the guard every request passes (Host check, bearer token, body limit,
 //!   headers).
+//! - `net`: the accept loop (plain or TLS with rustls and ring), at most 64 connections at
+//!   once, 10 s for a request's headers and for a TLS handshake.
 //!
 //! # Security model
 //! Loopback by default. With no token, only requests whose `Host` is `localhost`,
@@ -37,11 +39,10 @@ pub mod config;
 pub mod dashboard;
 pub mod flink;
 pub mod layout;
+mod net;
 pub mod prom;
 pub mod routes;
 pub mod security;
-#[cfg(feature = "tls")]
-mod tls;
 
 pub use config::{token_from, token_from_env, token_from_file, ServerConfig, TOKEN_ENV};
 pub use routes::{router, RouterOptions, ROUTES};
@@ -100,20 +101,8 @@ impl Drop for Server {
 /// bound. Errors are one line (bad configuration, port in use, unreadable certificate).
 pub fn serve(config: &ServerConfig, view: Arc<dyn JobView>) -> Result<Server, String> {
     config.validate()?;
-    #[cfg(feature = "tls")]
     let acceptor = match &config.tls {
-        Some((cert, key)) => Some(tls::acceptor(cert, key)?),
-        None => None,
-    };
-    #[cfg(not(feature = "tls"))]
-    let acceptor: Option<std::convert::Infallible> = match &config.tls {
-        Some(_) => {
-            return Err(
-                "this build of Spate has no TLS (the spate-web feature `tls`); \
-                        use --insecure behind a TLS proxy"
-                    .to_string(),
-            )
-        }
+        Some((cert, key)) => Some(net::acceptor(cert, key)?),
         None => None,
     };
     let listener = std::net::TcpListener::bind((config.bind, config.port))
@@ -156,23 +145,9 @@ pub fn serve(config: &ServerConfig, view: Arc<dyn JobView>) -> Result<Server, St
                     }
                 };
                 let _ = ready_tx.send(Ok(()));
-                match acceptor {
-                    None => {
-                        let server = axum::serve(listener, app);
-                        tokio::select! {
-                            _ = std::future::IntoFuture::into_future(server) => {}
-                            _ = stopped => {}
-                        }
-                    }
-                    #[cfg(feature = "tls")]
-                    Some(acceptor) => {
-                        tokio::select! {
-                            _ = tls::serve(listener, acceptor, app) => {}
-                            _ = stopped => {}
-                        }
-                    }
-                    #[cfg(not(feature = "tls"))]
-                    Some(never) => match never {},
+                tokio::select! {
+                    _ = net::serve(listener, app, acceptor) => {}
+                    _ = stopped => {}
                 }
             });
             // Dropping the runtime here ends every connection still open.
