@@ -22,8 +22,8 @@
 //! Loopback by default. With no token, only requests whose `Host` is `localhost`,
 //! `127.0.0.1` or `[::1]` are served (a DNS-rebinding page cannot reach the API). With a
 //! token, every route but the static page, its two assets and `/healthz` needs
-//! `Authorization: Bearer <token>`, compared in constant time (SHA-256 digests with
-//! `subtle`); the page reads the token from its URL fragment (`#token=`, never sent to the
+//! `Authorization: Bearer <token>`, compared in constant time (`subtle`, over a fixed
+//! padded length); the page reads the token from its URL fragment (`#token=`, never sent to the
 //! server) and keeps it in `sessionStorage`. Binding off loopback needs a token and TLS, or
 //! an explicit `insecure`. No route takes a file path or an upload; path parameters are ids
 //! (`[0-9a-f]{32}` or a number); bodies are at most 64 KiB; there are no CORS headers; every

@@ -36,7 +36,7 @@ pub struct RouterOptions {
 /// The shared state of every handler.
 pub(crate) struct App {
     view: Arc<dyn JobView>,
-    pub(crate) token_digest: Option<[u8; 32]>,
+    pub(crate) token: Option<security::TokenCheck>,
     prefix: String,
 }
 
@@ -158,10 +158,7 @@ pub const ROUTES: &[Route] = &[
 pub fn router(view: Arc<dyn JobView>, options: RouterOptions) -> Router {
     let app = Arc::new(App {
         view,
-        token_digest: options
-            .token
-            .as_deref()
-            .map(|t| security::digest(t.as_bytes())),
+        token: options.token.as_deref().map(security::TokenCheck::new),
         prefix: if options.metrics_prefix.is_empty() {
             "spate".into()
         } else {

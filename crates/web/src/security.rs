@@ -25,17 +25,49 @@ pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; 
                        img-src 'self' data:; connect-src 'self'; base-uri 'none'; \
                        frame-ancestors 'none'; form-action 'none'";
 
-/// The SHA-256 digest of a token: tokens are compared by digest, so the comparison's time
-/// depends on neither the token's length nor its content.
-pub fn digest(token: &[u8]) -> [u8; 32] {
-    let d = ring::digest::digest(&ring::digest::SHA256, token);
-    let mut out = [0u8; 32];
-    out.copy_from_slice(d.as_ref());
-    out
+/// A configured bearer token, kept for comparison in constant time: the presented token and
+/// the configured one are both zero-padded to the same fixed length (at least 512 bytes, the
+/// longest token [`crate::ServerConfig::validate`] accepts) and compared whole with
+/// `subtle`, lengths included, so the time taken depends on neither the token's content nor
+/// its length.
+#[derive(Clone)]
+pub struct TokenCheck {
+    padded: Vec<u8>,
+    len: usize,
 }
 
-/// Whether the `Authorization` header carries the token whose digest is `want`.
-pub fn authorized(headers: &HeaderMap, want: &[u8; 32]) -> bool {
+impl std::fmt::Debug for TokenCheck {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TokenCheck(..)")
+    }
+}
+
+impl TokenCheck {
+    /// Keeps `token` for comparisons.
+    pub fn new(token: &str) -> TokenCheck {
+        let mut padded = token.as_bytes().to_vec();
+        padded.resize(token.len().max(512), 0);
+        TokenCheck {
+            padded,
+            len: token.len(),
+        }
+    }
+
+    /// Whether `presented` is the token.
+    pub fn matches(&self, presented: &[u8]) -> bool {
+        if presented.len() > self.padded.len() {
+            return false;
+        }
+        let mut p = vec![0u8; self.padded.len()];
+        p[..presented.len()].copy_from_slice(presented);
+        let same_bytes = p.as_slice().ct_eq(self.padded.as_slice());
+        let same_len = (presented.len() as u64).ct_eq(&(self.len as u64));
+        bool::from(same_bytes & same_len)
+    }
+}
+
+/// Whether the `Authorization` header carries the token.
+pub fn authorized(headers: &HeaderMap, want: &TokenCheck) -> bool {
     let Some(value) = headers.get(header::AUTHORIZATION) else {
         return false;
     };
@@ -44,7 +76,7 @@ pub fn authorized(headers: &HeaderMap, want: &[u8; 32]) -> bool {
         Some(scheme) if scheme.eq_ignore_ascii_case(b"bearer ") => &bytes[7..],
         _ => return false,
     };
-    bool::from(digest(presented).ct_eq(want))
+    want.matches(presented)
 }
 
 /// Whether a `Host` header names this machine's loopback: `localhost`, `127.0.0.1` or
@@ -137,7 +169,7 @@ fn check(app: &App, req: &Request) -> Option<Response> {
             format!("request bodies are limited to {MAX_BODY_BYTES} bytes"),
         ));
     }
-    match &app.token_digest {
+    match &app.token {
         Some(want) => {
             if !is_public(req.uri().path()) && !authorized(req.headers(), want) {
                 let mut r = error(
@@ -204,8 +236,17 @@ mod tests {
     }
 
     #[test]
-    fn tokens_compare_by_digest() {
-        let want = digest(b"0123456789abcdef");
+    fn tokens_compare_whole_and_by_length() {
+        let want = TokenCheck::new("0123456789abcdef");
+        assert!(
+            !want.matches(b"0123456789abcdef\0"),
+            "zero padding is not a match"
+        );
+        assert!(!want.matches(b""));
+        assert!(!want.matches(&[b'a'; 600]));
+        let long = "x".repeat(700);
+        assert!(TokenCheck::new(&long).matches(long.as_bytes()));
+        assert!(!TokenCheck::new(&long).matches(&long.as_bytes()[..699]));
         let mut h = HeaderMap::new();
         assert!(!authorized(&h, &want));
         h.insert(
