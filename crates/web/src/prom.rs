@@ -7,7 +7,7 @@
 //! | scope | family | labels |
 //! |---|---|---|
 //! | operator instance | `<prefix>_taskmanager_job_task_operator_<metric>` | job_id, job_name, task_id, task_name, subtask_index, operator_id, operator_name, tm_id, host |
-//! | task (vertex) instance | `<prefix>_taskmanager_job_task_<metric>` | the same without operator_* |
+//! | task (vertex) instance | `<prefix>_taskmanager_job_task_<metric>`: records in/out and their rates, busy, idle and backpressured time | the same without operator_* |
 //! | worker | `<prefix>_taskmanager_worker_<metric>` (Spate's own) | worker_index, tm_id, host |
 //! | process | `<prefix>_taskmanager_<metric>` (`Status_CPU_Load`, …) | tm_id, host |
 //! | job | `<prefix>_jobmanager_job_<metric>` | job_id, job_name, host |
@@ -142,6 +142,21 @@ impl Encoder {
     }
 }
 
+/// The metrics reported at task scope too (`<prefix>_taskmanager_job_task_<metric>`).
+const TASK_SCOPE: &[&str] = &[
+    "numRecordsIn",
+    "numRecordsOut",
+    "numRecordsInPerSecond",
+    "numRecordsOutPerSecond",
+    "busyTimeMsPerSecond",
+    "idleTimeMsPerSecond",
+    "backPressuredTimeMsPerSecond",
+    "isBackPressured",
+    "accumulatedBusyTimeMs",
+    "accumulatedIdleTimeMs",
+    "accumulatedBackPressuredTimeMs",
+];
+
 /// The scrape of one job: every metric of the snapshot, Flink-named under `prefix`.
 pub fn encode(snap: &JobSnapshot, prefix: &str) -> String {
     let mut enc = Encoder::default();
@@ -170,9 +185,10 @@ pub fn encode(snap: &JobSnapshot, prefix: &str) -> String {
                 ("tm_id", taskmanager_id(process)),
                 ("host", host_of(process)),
             ];
-            // Task scope: the vertex's own numbers (not the per-member `<op>.<metric>` ones).
+            // Task scope: Flink's task I/O and time metrics of the chain (watermarks and
+            // the rest stay at operator scope, which keeps the series count down).
             for (k, x) in flink::task_metrics(snap, v, subtask) {
-                if !k.contains('.') {
+                if TASK_SCOPE.contains(&k.as_str()) {
                     enc.gauge(
                         format!("{prefix}_taskmanager_job_task_{}", sanitize_name(&k)),
                         &task_labels,

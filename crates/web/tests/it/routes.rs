@@ -654,3 +654,64 @@ fn the_dashboard_route_has_the_graph_laid_out_and_the_numbers() {
     assert_eq!(d["exceptions"].as_array().unwrap().len(), 1);
     assert_eq!(d["processes"][0]["rss"].as_f64(), Some(123_456_789.0));
 }
+
+/// A large plan: `n` single-operator vertices in a line, on `workers` workers.
+pub fn big_snapshot(n: usize, workers: usize) -> spate_metrics::JobSnapshot {
+    let mut snap = fake::snapshot();
+    snap.operators = (0..n)
+        .map(|i| spate_metrics::OperatorInfo {
+            index: i,
+            uid: format!("op-{i}"),
+            id: op_id(i),
+            name: format!("op {i}"),
+            kind: if i == 0 { "source" } else { "operator" }.into(),
+            chain: i,
+            inputs: if i == 0 {
+                vec![]
+            } else {
+                vec![spate_metrics::EdgeInfo {
+                    from: i - 1,
+                    ship_strategy: spate_metrics::ShipStrategy::Hash,
+                }]
+            },
+            parallelism: workers,
+        })
+        .collect();
+    snap.subtasks = (0..n)
+        .flat_map(|op| {
+            (0..workers).map(move |w| spate_metrics::SubtaskSnapshot {
+                operator: op,
+                subtask: w,
+                process: 0,
+                metrics: fake::METRICS
+                    .iter()
+                    .map(|m| (m.to_string(), metric(op % 6, w, m)))
+                    .collect(),
+                histograms: [("latency".to_string(), fake::latency(w))].into(),
+            })
+        })
+        .collect();
+    snap
+}
+
+#[test]
+fn a_scrape_and_a_dashboard_poll_of_50_vertices_on_16_workers_are_fast() {
+    let snap = big_snapshot(50, 16);
+    let t = std::time::Instant::now();
+    let text = spate_web::prom::encode(&snap, "spate");
+    let scrape = t.elapsed();
+    let t = std::time::Instant::now();
+    let d = spate_web::dashboard::dashboard(&snap);
+    let poll = t.elapsed();
+    assert_eq!(d["graph"]["nodes"].as_array().unwrap().len(), 50);
+    let series = text.lines().filter(|l| !l.starts_with('#')).count();
+    // Design A13: at most 25 series per vertex instance + 50.
+    assert!(series <= 25 * 50 * 16 + 50, "{series} series");
+    eprintln!("scrape {scrape:?} ({series} series), dashboard {poll:?}");
+    // Unoptimized test builds on a loaded machine: generous bounds that still catch a
+    // quadratic blow-up.
+    assert!(
+        scrape.as_millis() < 2000 && poll.as_millis() < 2000,
+        "scrape {scrape:?}, poll {poll:?}"
+    );
+}
