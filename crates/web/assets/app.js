@@ -6,6 +6,18 @@
 // sessionStorage and sent as `Authorization: Bearer`.
 
 const SVG = "http://www.w3.org/2000/svg";
+
+// Health of the page itself, readable from the DOM (the browser test checks them).
+const health = { polls: 0, cspViolations: 0, jsErrors: 0 };
+function showHealth() {
+  document.body.dataset.polls = health.polls;
+  document.body.dataset.cspViolations = health.cspViolations;
+  document.body.dataset.jsErrors = health.jsErrors;
+}
+document.addEventListener("securitypolicyviolation", () => { health.cspViolations++; showHealth(); });
+window.addEventListener("error", () => { health.jsErrors++; showHealth(); });
+window.addEventListener("unhandledrejection", () => { health.jsErrors++; showHealth(); });
+showHealth();
 const REFRESH_MS = 1000;
 const state = { jid: null, selected: null, history: [], last: null };
 
@@ -389,6 +401,8 @@ async function poll() {
     const d = await api(`/v1/jobs/${state.jid}/dashboard`);
     banner(null);
     render(d);
+    health.polls++;
+    showHealth();
   } catch (e) {
     banner(e.status === 401
       ? "This job's REST API needs a token: open the URL with #token=<token> appended."

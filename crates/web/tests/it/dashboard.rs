@@ -134,6 +134,13 @@ fn the_dashboard_shows_the_graph_and_numbers_in_chromium() {
         "{dom}"
     );
     assert!(dom.contains(">RUNNING<"), "the state is shown");
+    // The page polled every second of its 5 s of virtual time, with no script error and no
+    // Content-Security-Policy violation.
+    let body = &tags_with(&dom, "data-polls")[0];
+    let polls: u32 = body["data-polls"].parse().unwrap();
+    assert!(polls >= 3, "only {polls} polls");
+    assert_eq!(body["data-js-errors"], "0", "script errors");
+    assert_eq!(body["data-csp-violations"], "0", "CSP violations");
 
     // One vertex element per vertex, each with the fake's numbers.
     let vertices = tags_with(&dom, "data-vertex-id");
