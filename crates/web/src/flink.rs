@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 use serde_json::{json, Map, Value};
 use spate_metrics::{
     CheckpointRecord, CheckpointStatus, JobSnapshot, JobState, OperatorInfo, ShipStrategy,
+    SubtaskSnapshot,
 };
 
 /// A task in Flink's sense: the operators of one chain.
@@ -131,11 +132,21 @@ const EXECUTION_STATES: [&str; 10] = [
     "INITIALIZING",
 ];
 
+/// The instance of operator `op` on worker `subtask`: by binary search when the subtasks are
+/// sorted by (operator, subtask), as [`JobSnapshot::merge`] and the routes leave them, else
+/// (or when it is absent) by a scan.
+pub fn instance(snap: &JobSnapshot, op: usize, subtask: usize) -> Option<&SubtaskSnapshot> {
+    let all = &snap.subtasks;
+    if let Ok(i) = all.binary_search_by_key(&(op, subtask), |s| (s.operator, s.subtask)) {
+        return Some(&all[i]);
+    }
+    all.iter()
+        .find(|s| s.operator == op && s.subtask == subtask)
+}
+
 /// A metric of a member operator at one subtask (worker), NaN treated as absent.
 fn op_metric(snap: &JobSnapshot, op: usize, subtask: usize, name: &str) -> Option<f64> {
-    snap.subtasks
-        .iter()
-        .find(|s| s.operator == op && s.subtask == subtask)
+    instance(snap, op, subtask)
         .and_then(|s| s.metrics.get(name).copied())
         .filter(|v| !v.is_nan())
 }
@@ -154,9 +165,7 @@ pub fn subtask_indices(snap: &JobSnapshot, v: &Vertex) -> Vec<usize> {
 
 /// The process a vertex subtask runs in.
 fn process_of(snap: &JobSnapshot, v: &Vertex, subtask: usize) -> usize {
-    snap.subtasks
-        .iter()
-        .find(|s| s.operator == v.members[0] && s.subtask == subtask)
+    instance(snap, v.members[0], subtask)
         .map(|s| s.process)
         .or_else(|| {
             snap.workers
@@ -207,11 +216,7 @@ pub fn task_metrics(snap: &JobSnapshot, v: &Vertex, subtask: usize) -> BTreeMap<
     );
     for &o in &v.members {
         let name = &snap.operators[o].name;
-        if let Some(s) = snap
-            .subtasks
-            .iter()
-            .find(|s| s.operator == o && s.subtask == subtask)
-        {
+        if let Some(s) = instance(snap, o, subtask) {
             for (k, val) in &s.metrics {
                 out.insert(format!("{name}.{k}"), *val);
             }

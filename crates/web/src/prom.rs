@@ -98,8 +98,10 @@ fn labels(pairs: &[(&str, String)]) -> String {
 }
 
 impl Encoder {
-    fn gauge(&mut self, family: String, labels_: &[(&str, String)], v: f64) {
-        let line = format!("{family}{} {}", labels(labels_), value(v));
+    /// A gauge sample; `labels` is already rendered (see [`labels`]), since an instance's
+    /// labels are the same for all its metrics.
+    fn gauge(&mut self, family: String, labels: &str, v: f64) {
+        let line = format!("{family}{labels} {}", value(v));
         self.families.entry(family).or_default().lines.push(line);
     }
 
@@ -170,10 +172,7 @@ pub fn encode(snap: &JobSnapshot, prefix: &str) -> String {
     let vertices = flink::vertices(snap);
     for v in &vertices {
         for subtask in flink::subtask_indices(snap, v) {
-            let process = snap
-                .subtasks
-                .iter()
-                .find(|s| s.operator == v.members[0] && s.subtask == subtask)
+            let process = flink::instance(snap, v.members[0], subtask)
                 .map(|s| s.process)
                 .unwrap_or(0);
             let task_labels = vec![
@@ -187,34 +186,32 @@ pub fn encode(snap: &JobSnapshot, prefix: &str) -> String {
             ];
             // Task scope: Flink's task I/O and time metrics of the chain (watermarks and
             // the rest stay at operator scope, which keeps the series count down).
+            let task_rendered = labels(&task_labels);
             for (k, x) in flink::task_metrics(snap, v, subtask) {
                 if TASK_SCOPE.contains(&k.as_str()) {
                     enc.gauge(
                         format!("{prefix}_taskmanager_job_task_{}", sanitize_name(&k)),
-                        &task_labels,
+                        &task_rendered,
                         x,
                     );
                 }
             }
             for &m in &v.members {
                 let op = &snap.operators[m];
-                let Some(s) = snap
-                    .subtasks
-                    .iter()
-                    .find(|s| s.operator == m && s.subtask == subtask)
-                else {
+                let Some(s) = flink::instance(snap, m, subtask) else {
                     continue;
                 };
                 let mut op_labels = task_labels.clone();
                 op_labels.insert(5, ("operator_id", op.id.clone()));
                 op_labels.insert(6, ("operator_name", op.name.clone()));
+                let op_rendered = labels(&op_labels);
                 for (k, x) in &s.metrics {
                     enc.gauge(
                         format!(
                             "{prefix}_taskmanager_job_task_operator_{}",
                             sanitize_name(k)
                         ),
-                        &op_labels,
+                        &op_rendered,
                         *x,
                     );
                 }
@@ -232,11 +229,11 @@ pub fn encode(snap: &JobSnapshot, prefix: &str) -> String {
         }
     }
     for w in &snap.workers {
-        let l = [
+        let l = labels(&[
             ("worker_index", w.index.to_string()),
             ("tm_id", taskmanager_id(w.process)),
             ("host", host_of(w.process)),
-        ];
+        ]);
         for (k, x) in &w.metrics {
             enc.gauge(
                 format!("{prefix}_taskmanager_worker_{}", sanitize_name(k)),
@@ -246,16 +243,16 @@ pub fn encode(snap: &JobSnapshot, prefix: &str) -> String {
         }
     }
     for p in &snap.processes {
-        let l = [("tm_id", taskmanager_id(p.index)), ("host", p.host.clone())];
+        let l = labels(&[("tm_id", taskmanager_id(p.index)), ("host", p.host.clone())]);
         for (k, x) in &p.metrics {
             enc.gauge(format!("{prefix}_taskmanager_{}", sanitize_name(k)), &l, *x);
         }
     }
-    let l = [
+    let l = labels(&[
         ("job_id", snap.job_id.clone()),
         ("job_name", snap.name.clone()),
         ("host", host_of(0)),
-    ];
+    ]);
     for (k, x) in &snap.metrics {
         enc.gauge(
             format!("{prefix}_jobmanager_job_{}", sanitize_name(k)),
@@ -288,9 +285,9 @@ mod tests {
     #[test]
     fn one_type_line_per_family_in_name_order() {
         let mut e = Encoder::default();
-        e.gauge("b_x".into(), &[("k", "1".into())], 1.0);
-        e.gauge("a_x".into(), &[("k", "1".into())], 2.0);
-        e.gauge("b_x".into(), &[("k", "2".into())], 3.0);
+        e.gauge("b_x".into(), &labels(&[("k", "1".into())]), 1.0);
+        e.gauge("a_x".into(), &labels(&[("k", "1".into())]), 2.0);
+        e.gauge("b_x".into(), &labels(&[("k", "2".into())]), 3.0);
         let h = HistogramSnapshot {
             count: 2,
             mean: 1.5,

@@ -265,10 +265,19 @@ fn param(params: &Params, name: &str) -> Result<String, Refusal> {
     Ok(value)
 }
 
+/// The job now, its subtasks sorted by (operator, subtask) for fast lookups.
+fn snapshot(app: &App) -> JobSnapshot {
+    let mut snap = app.view.snapshot();
+    if !snap.subtasks.is_sorted_by_key(|s| (s.operator, s.subtask)) {
+        snap.subtasks.sort_by_key(|s| (s.operator, s.subtask));
+    }
+    snap
+}
+
 /// The job's snapshot, if `{jid}` names it.
 fn job_of(app: &App, params: &Params) -> Result<JobSnapshot, Refusal> {
     let jid = param(params, "jid")?;
-    let snap = app.view.snapshot();
+    let snap = snapshot(app);
     if snap.job_id != jid {
         return Err(refuse(
             StatusCode::NOT_FOUND,
@@ -376,7 +385,7 @@ async fn healthz() -> Response {
 // --- Read routes --------------------------------------------------------------------------
 
 async fn prometheus(State(app): State<Shared>) -> Response {
-    let snap = app.view.snapshot();
+    let snap = snapshot(&app);
     (
         [(header::CONTENT_TYPE, crate::prom::CONTENT_TYPE)],
         crate::prom::encode(&snap, &app.prefix),
@@ -399,7 +408,7 @@ async fn config() -> Reply {
 }
 
 async fn overview(State(app): State<Shared>) -> Reply {
-    let snap = app.view.snapshot();
+    let snap = snapshot(&app);
     let count = |states: &[JobState]| usize::from(states.contains(&snap.state));
     ok(json!({
         "taskmanagers": snap.processes.len(),
@@ -416,12 +425,12 @@ async fn overview(State(app): State<Shared>) -> Reply {
 }
 
 async fn jobs(State(app): State<Shared>) -> Reply {
-    let snap = app.view.snapshot();
+    let snap = snapshot(&app);
     ok(json!({"jobs": [{"id": snap.job_id, "status": snap.state.as_str()}]}))
 }
 
 async fn jobs_overview(State(app): State<Shared>) -> Reply {
-    let snap = app.view.snapshot();
+    let snap = snapshot(&app);
     ok(json!({"jobs": [flink::job_overview(&snap)]}))
 }
 
@@ -538,7 +547,7 @@ async fn subtask_metrics(State(app): State<Shared>, p: Params, q: QueryParams) -
 }
 
 async fn taskmanagers(State(app): State<Shared>) -> Reply {
-    ok(flink::taskmanagers(&app.view.snapshot()))
+    ok(flink::taskmanagers(&snapshot(&app)))
 }
 
 // --- Control routes -----------------------------------------------------------------------
