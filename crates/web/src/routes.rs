@@ -562,12 +562,14 @@ async fn cancel(State(app): State<Shared>, p: Params, q: QueryParams) -> Reply {
     Ok(json_reply(StatusCode::ACCEPTED, &json!({})))
 }
 
-/// The JSON body of a control request; an empty body is `{}`.
+/// The JSON body of a control request; an empty body (or `null`) is `{}`.
 fn body<T: for<'de> Deserialize<'de> + Default>(
     b: Result<Bytes, BytesRejection>,
 ) -> Result<T, Refusal> {
     let bytes = b.map_err(|r| refuse(r.status(), r.body_text()))?;
-    if bytes.iter().all(u8::is_ascii_whitespace) {
+    // No body, or JSON `null` (what a client without a body may send), means `{}`.
+    let text = bytes.trim_ascii();
+    if text.is_empty() || text == b"null" {
         return Ok(T::default());
     }
     serde_json::from_slice(&bytes).map_err(|e| bad(format!("Request body is not valid: {e}")))

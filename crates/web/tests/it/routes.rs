@@ -540,7 +540,14 @@ fn cancel_calls_the_job_and_answers_202() {
     let bad = send(&r, "PATCH", &job_url("?mode=stop"), &[], Body::empty());
     assert_eq!(bad.status, StatusCode::BAD_REQUEST);
     assert_eq!(job.calls(), vec![]);
-    let resp = send(&r, "PATCH", &job_url("?mode=cancel"), &[], Body::empty());
+    // As `spate cancel` sends it: a JSON `null` body.
+    let resp = send(
+        &r,
+        "PATCH",
+        &job_url("?mode=cancel"),
+        &[("content-type", "application/json")],
+        Body::from("null"),
+    );
     assert_eq!(resp.status, StatusCode::ACCEPTED);
     assert_eq!(resp.json(), json!({}));
     assert_eq!(job.calls(), vec![Call::Cancel]);
@@ -590,12 +597,18 @@ fn stop_and_savepoint_trigger_operations_that_can_be_polled() {
     assert_eq!(resp.status, StatusCode::ACCEPTED);
     let resp = post(&job_url("/savepoints"), "");
     assert_eq!(resp.status, StatusCode::ACCEPTED);
+    let resp = post(&job_url("/savepoints"), " null ");
+    assert_eq!(resp.status, StatusCode::ACCEPTED);
     assert_eq!(
         job.calls()[1..],
         [
             Call::Trigger(Operation::Savepoint {
                 target: None,
                 cancel_job: true
+            }),
+            Call::Trigger(Operation::Savepoint {
+                target: None,
+                cancel_job: false
             }),
             Call::Trigger(Operation::Savepoint {
                 target: None,
@@ -617,7 +630,7 @@ fn stop_and_savepoint_trigger_operations_that_can_be_polled() {
     job.snap.lock().unwrap().state = JobState::Finished;
     let resp = post(&job_url("/stop"), "{}");
     assert_eq!(resp.status, StatusCode::CONFLICT);
-    assert_eq!(job.calls().len(), 3);
+    assert_eq!(job.calls().len(), 4);
 }
 
 #[test]
