@@ -99,6 +99,9 @@ impl Drop for Server {
 
 /// Starts serving `view` as `config` says, on a thread of its own; returns once the port is
 /// bound. Errors are one line (bad configuration, port in use, unreadable certificate).
+///
+/// Every request calls [`JobView::snapshot`] on the server's one thread, so it should
+/// return the sampler's latest snapshot rather than gather one.
 pub fn serve(config: &ServerConfig, view: Arc<dyn JobView>) -> Result<Server, String> {
     config.validate()?;
     let acceptor = match &config.tls {
