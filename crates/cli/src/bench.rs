@@ -22,6 +22,9 @@ pub enum BenchCommand {
     Nexmark(NexmarkBenchArgs),
     /// Flow control: an unbounded generator into a deliberately slow sink.
     Backpressure(BackpressureArgs),
+    /// End-to-end latency at a fixed input rate, from event creation to sink output, with and
+    /// without checkpoints.
+    Latency(LatencyArgs),
 }
 
 /// `spate bench nexmark`.
@@ -69,11 +72,39 @@ pub struct BackpressureArgs {
     pub workers: usize,
 }
 
+/// `spate bench latency`.
+#[derive(Debug, Args)]
+pub struct LatencyArgs {
+    /// Input rate, events per second for the whole job (default: half of the maximum,
+    /// measured first for --probe-seconds).
+    #[arg(long)]
+    pub rate: Option<f64>,
+    /// The fraction of the measured maximum to run at, without --rate.
+    #[arg(long, default_value_t = 0.5)]
+    pub load: f64,
+    /// How long to measure the maximum rate, without --rate.
+    #[arg(long, default_value_t = 5.0)]
+    pub probe_seconds: f64,
+    /// How long each paced run measures (after one second of warm-up).
+    #[arg(long, default_value_t = 10.0)]
+    pub seconds: f64,
+    /// Worker threads.
+    #[arg(long, default_value_t = 2)]
+    pub workers: usize,
+    /// Distinct keys of the keyed aggregation.
+    #[arg(long, default_value_t = 10_000)]
+    pub keys: u64,
+    /// The checkpoint interval of the run with checkpoints (`none` to skip that run).
+    #[arg(long, default_value = "1s")]
+    pub checkpoint_interval: String,
+}
+
 /// Runs a `spate bench` command.
 pub fn run(cmd: BenchCommand) -> Result<()> {
     match cmd {
         BenchCommand::Nexmark(args) => nexmark(&args),
         BenchCommand::Backpressure(args) => backpressure(&args),
+        BenchCommand::Latency(args) => latency::run(&args),
     }
 }
 
@@ -217,4 +248,284 @@ fn backpressure(args: &BackpressureArgs) -> Result<()> {
     });
     println!("{line}");
     Ok(())
+}
+
+mod latency {
+    //! `spate bench latency`: a keyed job at a fixed input rate; each output's latency is the
+    //! time from its event's creation (its slot in the source's wall-clock schedule, so a
+    //! source that falls behind counts too) to the sink's write.
+
+    use std::sync::{Arc, Mutex};
+    use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+    use anyhow::{bail, Result};
+    use serde::{Deserialize, Serialize};
+    use spate_dataflow::{JobConfig, StreamEnv};
+    use spate_metrics::Histogram;
+    use spate_types::{
+        Sink, SinkContext, SinkWriter, Source, SourceContext, SourceOutput, SourceReader,
+        SourceStatus, SpateResult,
+    };
+
+    use super::LatencyArgs;
+    use crate::util::peak_rss_mb;
+
+    /// An event and when it was created, in ns since the Unix epoch.
+    #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+    struct Stamped {
+        key: u64,
+        count: u64,
+        created_ns: u64,
+    }
+
+    fn now_ns() -> u64 {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64)
+    }
+
+    /// Unbounded; `rate` events per second for the job (none: as fast as possible).
+    struct Paced {
+        rate: Option<f64>,
+        keys: u64,
+    }
+
+    struct PacedReader {
+        /// Events per second of this worker.
+        rate: Option<f64>,
+        start_ns: Option<u64>,
+        emitted: u64,
+        next_key: u64,
+        step: u64,
+        keys: u64,
+    }
+
+    impl Source<Stamped> for Paced {
+        fn name(&self) -> String {
+            "paced".into()
+        }
+        fn is_bounded(&self) -> bool {
+            false
+        }
+        fn create_reader(
+            &self,
+            ctx: &SourceContext,
+        ) -> SpateResult<Box<dyn SourceReader<Stamped>>> {
+            let workers = ctx.workers.max(1) as u64;
+            Ok(Box::new(PacedReader {
+                rate: self.rate.map(|r| r / workers as f64),
+                start_ns: None,
+                emitted: 0,
+                next_key: ctx.worker_index as u64,
+                step: workers,
+                keys: self.keys.max(1),
+            }))
+        }
+    }
+
+    impl SourceReader<Stamped> for PacedReader {
+        fn poll(
+            &mut self,
+            out: &mut SourceOutput<'_, Stamped>,
+            max: usize,
+        ) -> SpateResult<SourceStatus> {
+            let now = now_ns();
+            let start = *self.start_ns.get_or_insert(now);
+            let (n, interval) = match self.rate {
+                None => (max.max(1) as u64, 0.0),
+                Some(rate) => {
+                    let due = ((now - start) as f64 * rate / 1e9) as u64 + 1;
+                    (
+                        due.saturating_sub(self.emitted).min(max.max(1) as u64),
+                        1e9 / rate,
+                    )
+                }
+            };
+            if n == 0 {
+                return Ok(SourceStatus::Idle);
+            }
+            for _ in 0..n {
+                // The event's slot in the schedule; unpaced, the time it is made.
+                let created_ns = if self.rate.is_some() {
+                    start + (self.emitted as f64 * interval) as u64
+                } else {
+                    now
+                };
+                out.push(Stamped {
+                    key: self.next_key % self.keys,
+                    count: 1,
+                    created_ns,
+                });
+                self.next_key += self.step;
+                self.emitted += 1;
+            }
+            Ok(SourceStatus::More)
+        }
+    }
+
+    /// Records the latency of what it writes, from `measure_from_ns` on.
+    struct LatencySink {
+        measure_from_ns: u64,
+        histogram: Arc<Mutex<Histogram>>,
+    }
+
+    struct LatencyWriter {
+        measure_from_ns: u64,
+        local: Histogram,
+        shared: Arc<Mutex<Histogram>>,
+    }
+
+    impl Sink<Stamped> for LatencySink {
+        fn name(&self) -> String {
+            "latency".into()
+        }
+        fn create_writer(&self, _ctx: &SinkContext) -> SpateResult<Box<dyn SinkWriter<Stamped>>> {
+            Ok(Box::new(LatencyWriter {
+                measure_from_ns: self.measure_from_ns,
+                local: Histogram::new(),
+                shared: Arc::clone(&self.histogram),
+            }))
+        }
+    }
+
+    impl SinkWriter<Stamped> for LatencyWriter {
+        fn write_batch(&mut self, records: &mut Vec<Stamped>) -> SpateResult<()> {
+            // One clock read per batch: the batch is written now.
+            let now = now_ns();
+            for r in records.drain(..) {
+                if r.created_ns >= self.measure_from_ns {
+                    self.local.record(now.saturating_sub(r.created_ns) / 1000);
+                }
+            }
+            Ok(())
+        }
+        fn close(&mut self) -> SpateResult<()> {
+            self.shared
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .merge(&self.local);
+            self.local = Histogram::new();
+            Ok(())
+        }
+    }
+
+    struct Run {
+        histogram: Histogram,
+        seconds: f64,
+    }
+
+    /// Runs the job for `warmup + seconds`; latencies of events created after the warm-up.
+    fn run_job(
+        args: &LatencyArgs,
+        rate: Option<f64>,
+        checkpoint: Option<(Duration, &std::path::Path)>,
+        warmup: f64,
+        seconds: f64,
+    ) -> Result<Run> {
+        let mut config = JobConfig::local(args.workers);
+        if let Some((interval, dir)) = checkpoint {
+            config.checkpoint_interval = Some(interval);
+            config.checkpoint_dir = Some(dir.display().to_string());
+        }
+        let env = StreamEnv::new(config);
+        let histogram = Arc::new(Mutex::new(Histogram::new()));
+        env.from_source(Paced {
+            rate,
+            keys: args.keys,
+        })
+        .name("paced")
+        .uid("paced")
+        .key_by(|e: &Stamped| e.key)
+        .reduce(|a, b| Stamped {
+            key: a.key,
+            count: a.count + b.count,
+            created_ns: b.created_ns,
+        })
+        .uid("count")
+        .sink_to(LatencySink {
+            measure_from_ns: now_ns() + (warmup * 1e9) as u64,
+            histogram: Arc::clone(&histogram),
+        })
+        .name("latency");
+        let stop = env.stop_handle();
+        let total = warmup + seconds;
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_secs_f64(total));
+            stop.stop();
+        });
+        let result = env.execute("latency")?;
+        let histogram = std::mem::take(&mut *histogram.lock().unwrap_or_else(|p| p.into_inner()));
+        Ok(Run {
+            histogram,
+            seconds: (result.elapsed.as_secs_f64() - warmup).max(1e-3),
+        })
+    }
+
+    pub(super) fn run(args: &LatencyArgs) -> Result<()> {
+        if args.workers == 0 || args.seconds <= 0.0 || !(args.load > 0.0 && args.load <= 1.0) {
+            bail!("--workers and --seconds must be positive and --load in (0, 1]");
+        }
+        let rate = match args.rate {
+            Some(r) if r.is_finite() && r > 0.0 => r,
+            Some(r) => bail!("--rate must be a positive number of events per second, not {r}"),
+            None => {
+                let probe = run_job(args, None, None, 1.0, args.probe_seconds)?;
+                let max = probe.histogram.count() as f64 / probe.seconds;
+                println!(
+                    "{}",
+                    serde_json::json!({
+                        "bench": "latency-probe",
+                        "workers": args.workers,
+                        "max_events_per_s": max.round(),
+                    })
+                );
+                max * args.load
+            }
+        };
+        let interval = match args.checkpoint_interval.as_str() {
+            "none" => None,
+            s => Some(crate::util::parse_duration(s).map_err(anyhow::Error::msg)?),
+        };
+        let dir = tempfile_dir()?;
+        let mut runs = vec![None];
+        if let Some(i) = interval {
+            runs.push(Some(i));
+        }
+        for checkpoints in runs {
+            let cp_dir = dir.join(format!("cp-{}", checkpoints.is_some()));
+            let run = run_job(
+                args,
+                Some(rate),
+                checkpoints.map(|i| (i, cp_dir.as_path())),
+                1.0,
+                args.seconds,
+            )?;
+            let s = run.histogram.snapshot();
+            let ms = |us: f64| (us / 10.0).round() / 100.0;
+            println!(
+                "{}",
+                serde_json::json!({
+                    "bench": "latency",
+                    "workers": args.workers,
+                    "checkpoint_interval_ms": checkpoints.map(|i| i.as_millis() as u64),
+                    "rate": rate.round(),
+                    "events_per_s": (s.count as f64 / run.seconds).round(),
+                    "outputs": s.count,
+                    "p50_ms": ms(s.p50),
+                    "p95_ms": ms(s.p95),
+                    "p99_ms": ms(s.p99),
+                    "max_ms": ms(s.max),
+                    "peak_rss_mb": peak_rss_mb().map(|r| (r * 10.0).round() / 10.0),
+                })
+            );
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+        Ok(())
+    }
+
+    fn tempfile_dir() -> Result<std::path::PathBuf> {
+        let dir = std::env::temp_dir().join(format!("spate-bench-latency-{}", std::process::id()));
+        std::fs::create_dir_all(&dir)?;
+        Ok(dir)
+    }
 }

@@ -11,6 +11,7 @@
 
 mod bench;
 mod nexmark;
+mod remote;
 mod util;
 
 use clap::{Parser, Subcommand};
@@ -39,6 +40,18 @@ enum Command {
     /// Benchmarks with machine-readable results, one JSON line each.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
+    /// List the running jobs of this machine.
+    List(remote::Access),
+    /// Show a running job: its state, vertices with their rates, and checkpoints.
+    Info(remote::JobArg),
+    /// Trigger a savepoint of a running job and wait for it.
+    Savepoint(remote::SavepointArgs),
+    /// Stop a running job with a final savepoint (Flink's stop-with-savepoint).
+    Stop(remote::StopArgs),
+    /// Cancel a running job, without a savepoint.
+    Cancel(remote::JobArg),
+    /// Print a running job's metrics, or the named ones.
+    Metrics(remote::MetricsArgs),
 }
 
 fn main() {
@@ -70,6 +83,12 @@ fn main() {
     let result = match cli.command {
         Command::Nexmark(cmd) => nexmark::run(cmd),
         Command::Bench(cmd) => bench::run(cmd),
+        Command::List(access) => remote::list(&access),
+        Command::Info(job) => remote::info(&job),
+        Command::Savepoint(args) => remote::savepoint(&args),
+        Command::Stop(args) => remote::stop(&args),
+        Command::Cancel(job) => remote::cancel(&job),
+        Command::Metrics(args) => remote::metrics(&args),
     };
     if let Err(e) = result {
         if util::is_broken_pipe(&e) {

@@ -121,7 +121,7 @@ pub struct RunArgs {
     #[arg(long)]
     pub checkpoint_dir: Option<String>,
     /// How often to checkpoint, such as `1s` or `500ms`.
-    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    #[arg(long, default_value = "1s", value_parser = crate::util::parse_duration)]
     pub checkpoint_interval: std::time::Duration,
     /// Restart strategy after a failure: `exponential-delay` (the default),
     /// `exponential-delay:INITIAL_MS:MAX_MS`, `fixed-delay:ATTEMPTS:DELAY_MS`,
@@ -355,25 +355,4 @@ fn run_query(args: &RunArgs) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// Parses `1s`, `500ms`, `2m` or a plain number of milliseconds.
-fn parse_duration(s: &str) -> std::result::Result<std::time::Duration, String> {
-    let (number, unit) = match s.find(|c: char| !c.is_ascii_digit() && c != '.') {
-        Some(i) => s.split_at(i),
-        None => (s, "ms"),
-    };
-    let value: f64 = number
-        .parse()
-        .map_err(|_| format!("`{s}` is not a duration such as 1s or 500ms"))?;
-    let ms = match unit {
-        "ms" => value,
-        "s" => value * 1000.0,
-        "m" => value * 60_000.0,
-        _ => return Err(format!("`{s}`: unknown unit `{unit}` (use ms, s or m)")),
-    };
-    if !(ms.is_finite() && ms >= 1.0) {
-        return Err(format!("`{s}` must be at least 1ms"));
-    }
-    Ok(std::time::Duration::from_millis(ms as u64))
 }

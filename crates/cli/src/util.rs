@@ -77,3 +77,36 @@ impl Drop for ProgressBar {
         }
     }
 }
+
+/// Parses `1s`, `500ms`, `2m` or a plain number of milliseconds.
+pub fn parse_duration(s: &str) -> std::result::Result<std::time::Duration, String> {
+    let (number, unit) = match s.find(|c: char| !c.is_ascii_digit() && c != '.') {
+        Some(i) => s.split_at(i),
+        None => (s, "ms"),
+    };
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("`{s}` is not a duration such as 1s or 500ms"))?;
+    let ms = match unit {
+        "ms" => value,
+        "s" => value * 1000.0,
+        "m" => value * 60_000.0,
+        _ => return Err(format!("`{s}`: unknown unit `{unit}` (use ms, s or m)")),
+    };
+    if !(ms.is_finite() && ms >= 1.0) {
+        return Err(format!("`{s}` must be at least 1ms"));
+    }
+    Ok(std::time::Duration::from_millis(ms as u64))
+}
+
+/// `850ms`, `12s`, `3m 20s`, `2h 5m`: a duration for people.
+pub fn format_duration(d: std::time::Duration) -> String {
+    let ms = d.as_millis();
+    let s = ms / 1000;
+    match s {
+        0 => format!("{ms}ms"),
+        1..=59 => format!("{s}s"),
+        60..=3599 => format!("{}m {}s", s / 60, s % 60),
+        _ => format!("{}h {}m", s / 3600, s % 3600 / 60),
+    }
+}

@@ -9,10 +9,12 @@
 //! - [`snapshot`]: the serializable picture of a job: plan, per-operator-instance metrics,
 //!   workers, processes, checkpoints, exceptions.
 //! - [`histogram`]: a fixed log-bucket histogram for latencies.
+//! - [`registry`]: the running jobs of this machine, for the CLI to find.
 //! - [`view`]: what a server may ask of a running job: a snapshot and the control actions
 //!   (cancel, stop with a savepoint, trigger a savepoint).
 
 pub mod histogram;
+pub mod registry;
 pub mod snapshot;
 pub mod view;
 
