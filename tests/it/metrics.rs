@@ -359,10 +359,7 @@ fn watermarks_are_the_jobs_and_reach_the_maximum_at_the_end() {
                 for t in s.subtasks_of(source) {
                     if let Some(&wm) = t.metrics.get("currentOutputWatermark") {
                         if wm > i64::MIN as f64 && wm < MAX_WATERMARK as f64 {
-                            assert!(
-                                wm <= read * 2.0 + 5000.0,
-                                "watermark {wm} after {read}"
-                            );
+                            assert!(wm <= read * 2.0 + 5000.0, "watermark {wm} after {read}");
                             checked += 1;
                         }
                     }
@@ -876,4 +873,57 @@ fn unions_and_broadcasts_report_what_passes_through_them() {
     assert_eq!(s.sum_of(op(&s, "everywhere"), "numRecordsOut"), 3000.0);
     assert_eq!(all.take().len(), 3000);
     edges_agree(&s);
+}
+
+/// One HTTP/1.1 GET on `addr`; the status line and the body.
+fn get(addr: std::net::SocketAddr, path: &str) -> (String, String) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
+    (
+        head.lines().next().unwrap_or("").to_owned(),
+        body.to_owned(),
+    )
+}
+
+#[test]
+fn the_web_server_serves_a_running_jobs_view() {
+    let mut env = StreamEnv::new(JobConfig::local(2));
+    let slot = view_of(&mut env);
+    env.from_source(SequenceSource::new(0, None).rate(20_000.0))
+        .map(|v: u64| v + 1)
+        .name("plus-one")
+        .sink_to(DiscardSink::new());
+    let client = {
+        let slot = Arc::clone(&slot);
+        std::thread::spawn(move || {
+            let view = wait_view(&slot);
+            assert!(poll_until(&view, Duration::from_secs(30), |s| {
+                s.state == JobState::Running && s.sum_of(1, "numRecordsIn") > 1000.0
+            }));
+            let server =
+                spate_web::serve(&spate_web::ServerConfig::default(), Arc::clone(&view)).unwrap();
+            let jid = view.snapshot().job_id;
+            let (status, body) = get(server.addr(), &format!("/v1/jobs/{jid}"));
+            assert!(status.contains("200"), "{status} {body}");
+            assert!(body.contains("plus-one"), "{body}");
+            let (status, body) = get(server.addr(), "/metrics");
+            assert!(status.contains("200"), "{status}");
+            assert!(body.contains("numRecordsIn"), "{body}");
+            let (status, body) = get(server.addr(), &format!("/v1/jobs/{jid}/dashboard"));
+            assert!(status.contains("200"), "{status} {body}");
+            view.cancel().unwrap();
+            server.shutdown();
+        })
+    };
+    let (result, _) = run(&env, "served");
+    client.join().unwrap();
+    assert!(result.canceled);
 }

@@ -145,7 +145,21 @@ pub struct Observer {
     stop_request: Mutex<Option<StopRequest>>,
     done: AtomicBool,
     me: Weak<Observer>,
+    /// The instance part of the latest snapshot a server asked for, and when it was taken.
+    cache: Mutex<Option<(Instant, InstancesPart)>>,
 }
+
+/// The subtasks, workers, checkpoints in progress and process of a snapshot.
+type InstancesPart = (
+    Vec<SubtaskSnapshot>,
+    Vec<WorkerSnapshot>,
+    u64,
+    ProcessSnapshot,
+);
+
+/// How long a server's snapshot reuses the instance part of the previous one: requests cost
+/// at most a few readings of the cells a second, however many arrive.
+const CACHED_FOR: Duration = Duration::from_millis(250);
 
 impl std::fmt::Debug for Observer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -251,6 +265,7 @@ impl Observer {
             stop,
             stop_request: Mutex::new(None),
             done: AtomicBool::new(false),
+            cache: Mutex::new(None),
         });
         let weak: Weak<Observer> = Arc::downgrade(&observer);
         let _ = std::thread::Builder::new()
@@ -605,8 +620,14 @@ impl Observer {
     }
 
     /// The snapshot of this process: the job-scope fields, and this process's subtasks,
-    /// workers and itself.
+    /// workers and itself, read now.
     pub fn job_snapshot(&self) -> JobSnapshot {
+        self.snapshot_with(None)
+    }
+
+    /// [`Observer::job_snapshot`], reusing the instance part of a snapshot younger than
+    /// `max_age` (job-scope fields are always current).
+    fn snapshot_with(&self, max_age: Option<Duration>) -> JobSnapshot {
         let now = now_ms();
         let state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let mut metrics: BTreeMap<String, f64> = BTreeMap::new();
@@ -630,7 +651,17 @@ impl Observer {
         let end_time = state.end_time;
         drop(state);
 
-        let (subtasks, workers, in_progress, process) = self.instances_snapshot(now);
+        let (subtasks, workers, in_progress, process) = {
+            let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+            match (max_age, cache.as_ref()) {
+                (Some(age), Some((at, part))) if at.elapsed() < age => part.clone(),
+                _ => {
+                    let part = self.instances_snapshot(now);
+                    *cache = Some((Instant::now(), part.clone()));
+                    part
+                }
+            }
+        };
         let c = self.lock_checkpoints();
         metrics.insert("numberOfCompletedCheckpoints".into(), c.completed as f64);
         metrics.insert("numberOfFailedCheckpoints".into(), c.failed as f64);
@@ -1096,7 +1127,7 @@ fn host_name() -> String {
 
 impl JobView for Observer {
     fn snapshot(&self) -> JobSnapshot {
-        self.job_snapshot()
+        self.snapshot_with(Some(CACHED_FOR))
     }
 
     fn cancel(&self) -> Result<(), ControlError> {
