@@ -12,6 +12,7 @@
 mod bench;
 mod nexmark;
 mod remote;
+mod rest;
 mod util;
 
 use clap::{Parser, Subcommand};

@@ -157,6 +157,13 @@ pub struct RunArgs {
     /// the plain one against it.
     #[arg(long, hide = true)]
     pub hand_q5: bool,
+    /// Where savepoints asked for while the job runs go (`spate savepoint`, `spate stop`,
+    /// the REST API); a request may name only a location inside it. Default:
+    /// `<checkpoint-dir>/savepoints`.
+    #[arg(long, requires = "checkpoint_dir")]
+    pub savepoint_root: Option<String>,
+    #[command(flatten)]
+    pub rest: crate::rest::RestArgs,
     #[command(flatten)]
     pub generator: GeneratorArgs,
 }
@@ -244,8 +251,10 @@ fn run_query(args: &RunArgs) -> Result<()> {
         config.restore = args.restore.clone();
         config.allow_non_restored_state = args.allow_non_restored_state;
         config.savepoint_dir = args.savepoint_dir.clone();
+        config.savepoint_root = args.savepoint_root.clone();
         config.supervise_single_process = true;
     }
+    config.rest = args.rest.server_config()?;
     config.state_backend = match args.state_backend.clone() {
         spate_dataflow::StateBackend::Disk { dir, .. } => spate_dataflow::StateBackend::Disk {
             dir,

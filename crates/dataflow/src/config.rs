@@ -66,6 +66,11 @@ pub struct JobConfig {
     /// when the process dies (kill -9, out of memory). The `spate` CLI sets this; embedded
     /// jobs restart failed runs in place instead.
     pub supervise_single_process: bool,
+    /// Where the job serves its REST API, `/metrics` and dashboard while it runs (by default
+    /// a free port on 127.0.0.1); `None` serves nothing. A multi-process job's supervisor
+    /// serves it, never its processes. The environment overrides it: `SPATE_REST=off`,
+    /// `SPATE_REST_PORT`, `SPATE_REST_BIND`, and the token in `SPATE_REST_TOKEN`.
+    pub rest: Option<spate_web::ServerConfig>,
 }
 
 /// How a failed job is restarted from its latest checkpoint (Flink's restart strategies).
@@ -233,6 +238,7 @@ impl Default for JobConfig {
             state_backend: StateBackend::Memory,
             supervised: false,
             supervise_single_process: false,
+            rest: Some(spate_web::ServerConfig::default()),
         }
     }
 }
@@ -343,6 +349,44 @@ impl JobConfig {
         }
         if let Ok(restore) = std::env::var(ENV_RESTORE) {
             self.restore = (restore != "none").then_some(restore);
+        }
+        self.apply_rest_env()
+    }
+
+    /// `SPATE_REST`, `SPATE_REST_PORT`, `SPATE_REST_BIND` and `SPATE_REST_TOKEN` over
+    /// [`JobConfig::rest`].
+    fn apply_rest_env(&mut self) -> SpateResult<()> {
+        let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+        match var("SPATE_REST").as_deref() {
+            None | Some("on") => {}
+            Some("off") => {
+                self.rest = None;
+                return Ok(());
+            }
+            Some(other) => {
+                return Err(SpateError::Config(format!(
+                    "SPATE_REST={other}: use on or off"
+                )))
+            }
+        }
+        let (port, bind) = (var("SPATE_REST_PORT"), var("SPATE_REST_BIND"));
+        if port.is_none() && bind.is_none() && self.rest.is_none() {
+            return Ok(());
+        }
+        let rest = self.rest.get_or_insert_with(Default::default);
+        if let Some(port) = port {
+            rest.port = port.parse().map_err(|_| {
+                SpateError::Config(format!("SPATE_REST_PORT={port} is not a port number"))
+            })?;
+        }
+        if let Some(bind) = bind {
+            rest.bind = bind.parse().map_err(|_| {
+                SpateError::Config(format!("SPATE_REST_BIND={bind} is not an IP address"))
+            })?;
+        }
+        if rest.token.is_none() {
+            rest.token =
+                spate_web::token_from_env(spate_web::TOKEN_ENV).map_err(SpateError::Config)?;
         }
         Ok(())
     }

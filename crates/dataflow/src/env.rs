@@ -226,7 +226,10 @@ impl StreamEnv {
                 observer: Arc::clone(&observer),
                 hub: Arc::clone(&hub),
             });
-            let _server = crate::web::serve(&config, Arc::clone(&view))?;
+            let operated = Arc::clone(&observer);
+            let _server = crate::web::serve(&config, job_name, Arc::clone(&view), move || {
+                !operated.operations().is_empty()
+            })?;
             for hook in &self.on_start {
                 hook(Arc::clone(&view));
             }
@@ -273,7 +276,10 @@ impl StreamEnv {
         let observer =
             crate::view::Observer::start(job_name, &config, &plan, Arc::clone(&self.stop));
         let view: Arc<dyn spate_metrics::JobView> = observer.clone();
-        let _server = crate::web::serve(&config, Arc::clone(&view))?;
+        let operated = Arc::clone(&observer);
+        let _server = crate::web::serve(&config, job_name, Arc::clone(&view), move || {
+            !operated.operations().is_empty()
+        })?;
         for hook in &self.on_start {
             hook(Arc::clone(&view));
         }

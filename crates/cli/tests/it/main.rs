@@ -4,6 +4,7 @@
 mod chaos;
 mod cli;
 mod nexmark;
+mod operations;
 mod savepoints;
 
 use std::path::{Path, PathBuf};
