@@ -20,7 +20,8 @@ use spate::types::{
 pub(crate) const EVENTS: u64 = 60_000;
 
 /// A source wrapper that fails the job once `fail_after` records have been read over all
-/// workers (and, with [`Flaky::after_a_checkpoint_in`], once a checkpoint is complete), reading
+/// workers (and, with [`Flaky::after_a_checkpoint_in`], once a checkpoint is complete: it reads
+/// no further until then), reading
 /// at most `batch` records per poll after a `pause`, so that checkpoints complete while it reads.
 pub(crate) struct Flaky<S> {
     inner: S,
@@ -116,16 +117,25 @@ impl<T: Data> SourceReader<T> for FlakyReader<T> {
         if !self.pause.is_zero() {
             std::thread::sleep(self.pause);
         }
+        let checkpoints_done = || match &self.checkpoints {
+            Some((dir, at_least)) => completed(dir) >= *at_least,
+            None => true,
+        };
+        // Past the failure point, it waits for the checkpoints it needs (however slowly a
+        // loaded machine completes them), then fails: the failure always comes.
+        if self.read.load(Ordering::SeqCst) >= self.fail_after {
+            if !checkpoints_done() {
+                std::thread::sleep(Duration::from_millis(2));
+                return Ok(SourceStatus::Idle);
+            }
+            return Err(SpateError::Job("injected failure".into()));
+        }
         let before = out.len();
         let status = self.inner.poll(out, max.min(self.batch))?;
         let n = self
             .read
             .fetch_add((out.len() - before) as u64, Ordering::SeqCst);
-        let checkpoints_done = match &self.checkpoints {
-            Some((dir, at_least)) => completed(dir) >= *at_least,
-            None => true,
-        };
-        if n >= self.fail_after && checkpoints_done {
+        if n >= self.fail_after && checkpoints_done() {
             return Err(SpateError::Job("injected failure".into()));
         }
         Ok(status)
