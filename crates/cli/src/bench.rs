@@ -97,6 +97,8 @@ pub struct LatencyArgs {
     /// The checkpoint interval of the run with checkpoints (`none` to skip that run).
     #[arg(long, default_value = "1s")]
     pub checkpoint_interval: String,
+    #[command(flatten)]
+    pub rest: crate::rest::RestArgs,
 }
 
 /// Runs a `spate bench` command.
@@ -423,6 +425,7 @@ mod latency {
         seconds: f64,
     ) -> Result<Run> {
         let mut config = JobConfig::local(args.workers);
+        config.rest = args.rest.server_config()?;
         if let Some((interval, dir)) = checkpoint {
             config.checkpoint_interval = Some(interval);
             config.checkpoint_dir = Some(dir.display().to_string());

@@ -128,3 +128,46 @@ fn bench_prints_one_json_line_per_query() {
         assert!(line["peak_rss_mb"].as_f64().unwrap() > 0.0);
     }
 }
+
+#[test]
+fn bench_latency_paces_its_source_and_reports_ordered_percentiles() {
+    // 20 000 events/s for 2 s after a 1 s warm-up, with and without checkpoints.
+    let out = ok(spate().args([
+        "bench",
+        "latency",
+        "--rate",
+        "20000",
+        "--seconds",
+        "2",
+        "--workers",
+        "2",
+        "--checkpoint-interval",
+        "500ms",
+        "--no-rest",
+    ]));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    for (line, checkpoints) in lines.iter().zip([None, Some(500)]) {
+        assert_eq!(line["bench"], "latency");
+        assert_eq!(line["checkpoint_interval_ms"].as_u64(), checkpoints);
+        // Every event created in the measured window arrives once (the keyed reduce emits
+        // one output per input): the paced rate, within the slack of the stop.
+        let outputs = line["outputs"].as_f64().unwrap();
+        assert!(
+            (30_000.0..=46_000.0).contains(&outputs),
+            "about 2 s × 20 000/s outputs: {line}"
+        );
+        let p = |k: &str| line[k].as_f64().unwrap();
+        assert!(
+            0.0 <= p("p50_ms")
+                && p("p50_ms") <= p("p95_ms")
+                && p("p95_ms") <= p("p99_ms")
+                && p("p99_ms") <= p("max_ms"),
+            "{line}"
+        );
+    }
+}
