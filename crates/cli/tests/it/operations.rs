@@ -282,6 +282,19 @@ fn a_canceled_job_ends_at_once_without_a_savepoint() {
     assert_eq!(cli(&jobs, &["list"]).trim(), "No running jobs.");
 }
 
+/// Headless Chromium on a closed network, as the dashboard tests run it.
+const CHROMIUM: [&str; 9] = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--virtual-time-budget=5000",
+];
+
 /// The dashboard's DOM after a few polls, from `$SPATE_TEST_CHROMIUM` headless.
 fn chromium_dom(url: &str, tmp: &Path) -> String {
     let chromium = std::env::var("SPATE_TEST_CHROMIUM").unwrap_or_else(|_| {
@@ -289,18 +302,8 @@ fn chromium_dom(url: &str, tmp: &Path) -> String {
     });
     let profile = tmp.join("chromium-profile");
     let out = Command::new(&chromium)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--virtual-time-budget=5000",
-            "--dump-dom",
-        ])
+        .args(CHROMIUM)
+        .arg("--dump-dom")
         .arg(format!("--user-data-dir={}", profile.display()))
         .arg(format!("{url}/"))
         .output()
@@ -317,18 +320,8 @@ fn chromium_dom(url: &str, tmp: &Path) -> String {
     std::fs::create_dir_all(&artifacts).unwrap();
     let shot = artifacts.join("dashboard-q11.png");
     let status = Command::new(&chromium)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--virtual-time-budget=5000",
-            "--window-size=1280,900",
-        ])
+        .args(CHROMIUM)
+        .arg("--window-size=1280,900")
         .arg(format!(
             "--user-data-dir={}",
             tmp.join("chromium-shot").display()
