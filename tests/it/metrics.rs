@@ -195,8 +195,11 @@ impl Sink<u64> for SlowSink {
         struct W(Duration);
         impl SinkWriter<u64> for W {
             fn write_batch(&mut self, records: &mut Vec<u64>) -> SpateResult<()> {
+                // The cost grows with the batch (per 100 records), so the sink's pace is
+                // the same whatever batches the job hands it.
+                let hundreds = records.len().div_ceil(100) as u32;
                 records.clear();
-                std::thread::sleep(self.0);
+                std::thread::sleep(self.0 * hundreds);
                 Ok(())
             }
             fn close(&mut self) -> SpateResult<()> {
