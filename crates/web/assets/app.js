@@ -100,6 +100,13 @@ export function fmtBytes(x) {
   while (Math.abs(x) >= 1000 && i < units.length - 1) { x /= 1000; i++; }
   return (i === 0 ? x.toFixed(0) : x.toFixed(1)) + " " + units[i];
 }
+/** A latency: two decimals below 10 ms, where sub-millisecond figures matter. */
+export function fmtLat(ms) {
+  if (ms === null || ms === undefined || !isFinite(ms)) return "–";
+  if (ms < 10) return ms.toFixed(2) + " ms";
+  return fmtMs(ms);
+}
+
 export function fmtMs(ms) {
   if (ms === null || ms === undefined || !isFinite(ms)) return "–";
   if (ms < 1000) return Math.round(ms) + " ms";
@@ -181,7 +188,7 @@ function renderCards(d) {
     card("Ingest", fmtCount(inRate) + "/s", `${sources.length} source${sources.length === 1 ? "" : "s"}`, sparkline(state.history), { "data-metric": "ingest", "data-value": inRate }),
     card("Output", fmtCount(outRate) + "/s", `${sinks.length} sink${sinks.length === 1 ? "" : "s"}`, null, { "data-metric": "output", "data-value": outRate }),
     card("Busiest", busiest ? fmtPct(busiest.busyMax) : "–", busiest ? busiest.name : "", null, { "data-metric": "busiest" }),
-    card("Latency p99", p99 === null ? "–" : fmtMs(p99), p50 === null ? "no samples yet" : `p50 ${fmtMs(p50)} · at the sinks`, null, { "data-metric": "latency-p99", "data-value": p99 }),
+    card("Latency p99", p99 === null ? "–" : fmtLat(p99), p50 === null ? "no samples yet" : `p50 ${fmtLat(p50)} · at the sinks`, null, { "data-metric": "latency-p99", "data-value": p99 }),
     card("Checkpoints", `${cp.completed} ok · ${cp.failed} failed`,
       cp.interval ? `last ${cp.lastAgeMs === null ? "–" : fmtMs(cp.lastAgeMs) + " ago"} · ${fmtMs(cp.lastDuration)} · ${fmtBytes(cp.lastFullSize)}` : "checkpointing off",
       null, { "data-metric": "checkpoints", "data-completed": cp.completed, "data-failed": cp.failed }));
@@ -247,7 +254,7 @@ function vertexBox(n) {
   const wmText = n.watermarkLagMs === null || n.watermarkLagMs === undefined ? "wm –" : `wm lag ${fmtMs(n.watermarkLagMs)}`;
   grp.appendChild(sv("text", { class: "num v-wm", x: 12, y: 76, "data-value": n.watermarkLagMs, text: wmText }));
   if (n.latency) {
-    grp.appendChild(sv("text", { class: "num v-lat", x: n.w - 12, y: 76, "text-anchor": "end", "data-value": n.latency.p99, text: `p99 ${fmtMs(n.latency.p99)}` }));
+    grp.appendChild(sv("text", { class: "num v-lat", x: n.w - 12, y: 76, "text-anchor": "end", "data-value": n.latency.p99, text: `p99 ${fmtLat(n.latency.p99)}` }));
   }
   // The busy bar: its length and colour say the same as the number beside it.
   const barW = n.w - 92;
@@ -315,10 +322,10 @@ function renderWatermarks(d) {
 function renderLatency(d) {
   const rows = d.graph.nodes.filter((n) => n.latency).map((n) => el("tr", { "data-row-vertex": n.id },
     el("td", { class: "name", text: n.name, title: n.name }),
-    el("td", { class: "n lat-p50", text: n.latency.p50 }),
-    el("td", { class: "n lat-p95", text: n.latency.p95 }),
-    el("td", { class: "n lat-p99", "data-value": n.latency.p99, text: n.latency.p99 }),
-    el("td", { class: "n lat-max", text: n.latency.max }),
+    el("td", { class: "n lat-p50", text: fmtLat(n.latency.p50) }),
+    el("td", { class: "n lat-p95", text: fmtLat(n.latency.p95) }),
+    el("td", { class: "n lat-p99", "data-value": n.latency.p99, text: fmtLat(n.latency.p99) }),
+    el("td", { class: "n lat-max", text: fmtLat(n.latency.max) }),
     el("td", { class: "n", text: fmtCount(n.latency.count) })));
   table("latency", [["vertex"], ["p50", "n"], ["p95", "n"], ["p99", "n"], ["max", "n"], ["samples", "n"]], rows, "no latency samples yet");
 }

@@ -183,6 +183,24 @@ fn the_dashboard_shows_the_graph_and_numbers_in_chromium() {
     assert!(dom.contains("busy 90%"), "the busy number is printed");
     assert!(dom.contains("BP 61%"), "the backpressure badge is printed");
     assert!(dom.contains("p99 22 ms"), "the sink's latency is printed");
+    // Below 10 ms the latency table keeps two decimals (the fake p50 is 4 + worker).
+    let p50 = dom
+        .split("lat-p50\">")
+        .nth(1)
+        .and_then(|rest| rest.split('<').next())
+        .expect("a p50 cell");
+    assert!(
+        p50.ends_with(" ms")
+            && p50
+                .split(' ')
+                .next()
+                .unwrap()
+                .split('.')
+                .nth(1)
+                .map(str::len)
+                == Some(2),
+        "p50 cell {p50:?}"
+    );
 
     // Checkpoints, exceptions, processes.
     assert_eq!(tags_with(&dom, "data-checkpoint-id").len(), 6);
