@@ -21,8 +21,8 @@ pub(crate) const EVENTS: u64 = 60_000;
 
 /// A source wrapper that fails the job once `fail_after` records have been read over all
 /// workers (and, with [`Flaky::after_a_checkpoint_in`], once a checkpoint is complete: it reads
-/// no further until then), reading
-/// at most `batch` records per poll after a `pause`, so that checkpoints complete while it reads.
+/// no further until then), reading at most `batch` records per poll after a `pause`, so that
+/// checkpoints complete while it reads.
 pub(crate) struct Flaky<S> {
     inner: S,
     read: Arc<AtomicU64>,

@@ -13,6 +13,13 @@ fn first_event_lines(n: usize) -> Vec<String> {
         .collect()
 }
 
+/// Each line of `text` as JSON.
+fn json_lines(text: &str) -> Vec<serde_json::Value> {
+    text.lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
 #[test]
 fn bad_flags_get_one_line_errors() {
     for args in [
@@ -122,10 +129,7 @@ fn bench_prints_one_json_line_per_query() {
         "50000",
     ]));
     let text = String::from_utf8(out.stdout).unwrap();
-    let lines: Vec<serde_json::Value> = text
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let lines = json_lines(&text);
     assert_eq!(lines.len(), 2);
     for (line, q) in lines.iter().zip(["q0", "q2"]) {
         assert_eq!(line["query"], q);
@@ -152,10 +156,7 @@ fn bench_latency_paces_its_source_and_reports_ordered_percentiles() {
         "--no-rest",
     ]));
     let text = String::from_utf8(out.stdout).unwrap();
-    let lines: Vec<serde_json::Value> = text
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let lines = json_lines(&text);
     assert_eq!(lines.len(), 2, "{text}");
     for (line, checkpoints) in lines.iter().zip([None, Some(500)]) {
         assert_eq!(line["bench"], "latency");
