@@ -593,6 +593,58 @@ fn epoch_latency_grows_after_a_sleeping_operator_and_user_metrics_show() {
     );
 }
 
+#[test]
+fn chained_operators_record_epoch_latency_each() {
+    // `m1 -> f1` is a materialized chain before `before`; `m2` runs in the sink's operator.
+    // Every member of a chain sees each epoch complete when the operator that runs it does,
+    // so members of one chain record the same epochs.
+    let mut config = JobConfig::local(1);
+    config.epoch_interval = Duration::from_millis(10);
+    let env = StreamEnv::new(config);
+    env.from_source(SequenceSource::new(0, Some(2_000)).rate(4_000.0))
+        .map(|v: u64| v + 1)
+        .name("m1")
+        .filter(|v: &u64| v % 2 == 0)
+        .name("f1")
+        .process(Measured {
+            sleep: Duration::ZERO,
+            seen: None,
+            last: None,
+        })
+        .name("before")
+        .map(|v: u64| v * 3)
+        .name("m2")
+        .sink_to(DiscardSink::new());
+    let (_, s) = run(&env, "chain latency");
+    let latency = |name: &str| {
+        let i = op(&s, name);
+        s.subtasks_of(i)
+            .next()
+            .and_then(|t| t.histograms.get("latency").copied())
+            .unwrap_or_else(|| panic!("no latency for {name}"))
+    };
+    let (m1, f1, before, m2) = (
+        latency("m1"),
+        latency("f1"),
+        latency("before"),
+        latency("m2"),
+    );
+    eprintln!("epoch latency (ms): m1 {m1:?}, f1 {f1:?}, before {before:?}, m2 {m2:?}");
+    // About 50 epochs of 10 ms in the half-second run.
+    for h in [&m1, &f1, &before, &m2] {
+        assert!(h.count >= 10, "{h:?}");
+        assert!(h.max < 10_000.0, "{h:?}");
+    }
+    assert_eq!(m1.count, f1.count, "one chain, one frontier");
+    let sink = s.operators.iter().position(|o| o.kind == "sink").unwrap();
+    let at_sink = s
+        .subtasks_of(sink)
+        .next()
+        .and_then(|t| t.histograms.get("latency").copied())
+        .expect("the sink's latency");
+    assert_eq!(m2.count, at_sink.count, "m2 runs in the sink's operator");
+}
+
 /// The checkpointed keyed job of the savepoint tests: running sums of `v` per `v % 7`, the
 /// largest per key collected.
 fn summing_job(

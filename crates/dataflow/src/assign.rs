@@ -112,7 +112,7 @@ fn assign<'s, T: Data>(
             latency.observe(&data_frontier.frontier());
             let mut records = data_out.activate();
             let mut saw_records = false;
-            pull(&mut |c, batch| {
+            pull(&data_frontier.frontier(), &mut |c, batch| {
                 let Some(&epoch) = c.least() else { return };
                 let _busy = cells.busy();
                 cells.count_in(batch.len());

@@ -40,7 +40,7 @@ use std::time::Instant;
 
 use crate::execute::JobShared;
 use crate::function::guard;
-use crate::metrics::Cells;
+use crate::metrics::{Cells, LatencyProbe};
 use crate::plan::{Epoch, Flow, WStream};
 use crate::time::Timestamp;
 
@@ -51,8 +51,11 @@ pub(crate) type Batch<T> = Vec<(Timestamp, T)>;
 pub(crate) type Emit<'a, T> = &'a mut dyn FnMut(&InputCapability<Epoch>, &mut Batch<T>);
 
 /// A chain attached to its operator: each call reads the head's input and pushes every
-/// batch through the stages, handing the last stage's output to `emit`.
-pub(crate) type Puller<T> = Box<dyn FnMut(Emit<'_, T>)>;
+/// batch through the stages, handing the last stage's output to `emit`. The first argument
+/// is the frontier of the head's input: every stage records the epochs it has passed as its
+/// epoch latency (the stages of a chain see each epoch complete at the same moment, in the
+/// operator that runs them).
+pub(crate) type Puller<T> = Box<dyn FnMut(&[Epoch], Emit<'_, T>)>;
 
 /// Adds a chain's head input to the operator being built and returns the chain's puller.
 type Attach<'s, T> = Box<dyn FnOnce(&mut OperatorBuilder<'s, Epoch>) -> Puller<T> + 's>;
@@ -75,6 +78,7 @@ pub(crate) struct Stage<T, R, F> {
     shared: Arc<JobShared>,
     operator: String,
     cells: Arc<Cells>,
+    latency: LatencyProbe,
     failed: bool,
     out: Batch<R>,
     _in: std::marker::PhantomData<fn(T)>,
@@ -89,12 +93,14 @@ where
         shared: Arc<JobShared>,
         operator: &str,
         cells: Arc<Cells>,
+        latency: LatencyProbe,
     ) -> Self {
         Stage {
             f,
             shared,
             operator: operator.to_owned(),
             cells,
+            latency,
             failed: false,
             out: Vec::new(),
             _in: std::marker::PhantomData,
@@ -146,7 +152,8 @@ impl<'s, T: 'static> Chain<'s, T> {
             attach: Box::new(move |builder| {
                 let mut input = builder.new_input(data, Pipeline);
                 let mut stage = stage;
-                Box::new(move |emit: Emit<'_, T>| {
+                Box::new(move |frontier: &[Epoch], emit: Emit<'_, T>| {
+                    stage.latency.observe(frontier);
                     input.for_each(|cap, batch| {
                         if stage.apply(batch) {
                             emit(&cap, &mut stage.out);
@@ -170,7 +177,7 @@ impl<'s, T: 'static> Chain<'s, T> {
             wm: input.wm,
             attach: Box::new(move |builder| {
                 let mut input = builder.new_input(data, Pipeline);
-                Box::new(move |emit: Emit<'_, T>| {
+                Box::new(move |_frontier: &[Epoch], emit: Emit<'_, T>| {
                     input.for_each(|cap, batch| emit(&cap, batch));
                 })
             }),
@@ -208,8 +215,9 @@ impl<'s, T: 'static> Chain<'s, T> {
             attach: Box::new(move |builder| {
                 let mut inner = attach(builder);
                 let mut stage = stage;
-                Box::new(move |emit: Emit<'_, R>| {
-                    inner(&mut |cap, batch| {
+                Box::new(move |frontier: &[Epoch], emit: Emit<'_, R>| {
+                    stage.latency.observe(frontier);
+                    inner(frontier, &mut |cap, batch| {
                         if stage.apply(batch) {
                             emit(cap, &mut stage.out);
                             stage.out.clear();
@@ -233,15 +241,18 @@ impl<'s, T: 'static> Chain<'s, T> {
     {
         let mut builder = OperatorBuilder::new(self.name(), scope);
         let mut pull = (self.attach)(&mut builder);
-        // Like timely's `unary`: the operator runs when records arrive, not when the input's
-        // frontier moves.
-        builder.set_notify_for(0, FrontierInterest::Never);
+        // The operator runs when records arrive and when the input's frontier moves (once per
+        // epoch), which the stages' latency probes read.
+        builder.set_notify_for(0, FrontierInterest::Always);
         let (output, data) = builder.new_output::<Batch<T>>();
         let mut output = OutputBuilder::<_, CapacityContainerBuilder<Batch<T>>>::from(output);
         builder.build(move |_capabilities| {
-            move |_frontiers| {
+            move |frontiers| {
                 let mut output = output.activate();
-                pull(&mut |cap, batch| output.session(cap).give_container(batch));
+                let frontier = frontiers[0].frontier();
+                pull(&frontier, &mut |cap, batch| {
+                    output.session(cap).give_container(batch)
+                });
             }
         });
         Flow { data, wm: self.wm }

@@ -556,7 +556,7 @@ impl<'s> BuildCtx<'s> {
                     let activator = scope.activator_for(Rc::clone(&info.address));
                     move |frontiers| {
                         state.guarded(|state| {
-                            pull(&mut |cap, batch| {
+                            pull(&frontiers[0].frontier(), &mut |cap, batch| {
                                 let epoch = cap.least().copied().unwrap_or(0);
                                 state.receive(epoch, batch);
                             });

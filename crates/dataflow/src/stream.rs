@@ -170,7 +170,13 @@ impl<T: Data> DataStream<T> {
     ) -> DataStream<R> {
         let f = Arc::new(f);
         let builder: crate::plan::Builder = Arc::new(move |ctx, inputs, name| {
-            let stage = Stage::new(Arc::clone(&f), Arc::clone(ctx.shared()), name, ctx.cells());
+            let stage = Stage::new(
+                Arc::clone(&f),
+                Arc::clone(ctx.shared()),
+                name,
+                ctx.cells(),
+                ctx.latency_probe(),
+            );
             let chain = match ctx.chained.then(|| inputs[0].take_chain::<T>(ctx.scope)) {
                 Some(Some(chain)) => chain.then(stage),
                 _ => Chain::head(inputs[0].get::<T>(ctx.scope), stage),
