@@ -265,6 +265,20 @@ impl<T: Data> DataStream<T> {
         self.batch_node("flat_map_batches", f)
     }
 
+    /// [`flat_map_batches`](Self::flat_map_batches) with a fallible `f`: an error (its
+    /// message) fails the job with the operator's name, as in [`try_map`](Self::try_map).
+    /// The Python front runs its fused stages of Python functions through this, entering the
+    /// interpreter once per batch.
+    pub fn try_flat_map_batches<R: Data>(
+        &self,
+        f: impl Fn(&mut Vec<(Timestamp, T)>, &mut Vec<(Timestamp, R)>) -> Result<(), String>
+            + Send
+            + Sync
+            + 'static,
+    ) -> DataStream<R> {
+        self.try_batch_node("flat_map_batches", f)
+    }
+
     /// Calls `f` on every record and passes the records on unchanged.
     pub fn inspect(&self, f: impl Fn(&T) + Send + Sync + 'static) -> DataStream<T> {
         self.batch_node("inspect", move |batch, out| {
