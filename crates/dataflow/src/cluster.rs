@@ -18,7 +18,8 @@ use std::time::Duration;
 use spate_types::{SpateError, SpateResult};
 
 use crate::config::{
-    JobConfig, RestartStrategy, ENV_ADDRESSES, ENV_PROCESS_INDEX, ENV_RESTORE, ENV_SUPERVISED,
+    JobConfig, LaunchCommand, RestartStrategy, ENV_ADDRESSES, ENV_PROCESS_INDEX, ENV_RESTORE,
+    ENV_SUPERVISED,
 };
 use crate::execute::RunningJob;
 
@@ -100,25 +101,13 @@ fn run_once(
     } else {
         config.addresses.clone()
     };
-    let exe = std::env::current_exe().map_err(|e| {
-        SpateError::io_context("cannot find this program to start its processes", e)
-    })?;
-    let args: Vec<_> = std::env::args_os().skip(1).collect();
+    let launch = match &config.launch {
+        Some(launch) => launch.clone(),
+        None => LaunchCommand::current()?,
+    };
     let mut children: Vec<Option<Child>> = Vec::with_capacity(config.processes);
     for index in 0..config.processes {
-        let mut command = Command::new(&exe);
-        command
-            .args(&args)
-            .env(ENV_SUPERVISED, "1")
-            .env(ENV_RESTORE, restore.unwrap_or("none"));
-        for (k, v) in env {
-            command.env(k, v);
-        }
-        if config.processes > 1 {
-            command
-                .env(ENV_PROCESS_INDEX, index.to_string())
-                .env(ENV_ADDRESSES, addresses.join(","));
-        }
+        let mut command = process_command(&launch, config, index, &addresses, restore, env);
         match command.spawn() {
             Ok(child) => children.push(Some(child)),
             Err(e) => {
@@ -167,6 +156,32 @@ fn run_once(
         }
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// The command that starts process `index` of the job: the launch command, with the job's
+/// place for the process in its environment.
+fn process_command(
+    launch: &LaunchCommand,
+    config: &JobConfig,
+    index: usize,
+    addresses: &[String],
+    restore: Option<&str>,
+    env: &[(&str, String)],
+) -> Command {
+    let mut command = Command::new(&launch.program);
+    command
+        .args(&launch.args)
+        .env(ENV_SUPERVISED, "1")
+        .env(ENV_RESTORE, restore.unwrap_or("none"));
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    if config.processes > 1 {
+        command
+            .env(ENV_PROCESS_INDEX, index.to_string())
+            .env(ENV_ADDRESSES, addresses.join(","));
+    }
+    command
 }
 
 /// The delays of a restart strategy.

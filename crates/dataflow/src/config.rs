@@ -1,5 +1,7 @@
 //! Job configuration: parallelism, processes, epochs and flow control.
 
+use std::ffi::OsString;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use spate_types::{SpateError, SpateResult, DEFAULT_MAX_PARALLELISM};
@@ -66,11 +68,57 @@ pub struct JobConfig {
     /// when the process dies (kill -9, out of memory). The `spate` CLI sets this; embedded
     /// jobs restart failed runs in place instead.
     pub supervise_single_process: bool,
+    /// How a supervisor starts this program again for each of the job's processes; `None`:
+    /// this executable with this process's arguments ([`LaunchCommand::current`]). A program
+    /// that embeds Spate in an interpreter sets it (a Python script: `sys.executable` and
+    /// `sys.orig_argv[1:]`), since the executable of the process is the interpreter's binary,
+    /// which may not find the embedding's environment (a virtual environment) again.
+    pub launch: Option<LaunchCommand>,
+    /// Whether `execute` installs Spate's Ctrl-C / SIGTERM handler, which calls
+    /// [`crate::request_stop`]. It replaces the process's own SIGINT handler for the life of
+    /// the process, so a program with a handler of its own (Python's `KeyboardInterrupt`)
+    /// turns it off and stops the job itself ([`crate::StopHandle`] or `request_stop`). A
+    /// process that a supervisor started (`SPATE_SUPERVISED`) installs it regardless: that is
+    /// how the supervisor's SIGTERM stops it cleanly.
+    pub install_signal_handler: bool,
     /// Where the job serves its REST API, `/metrics` and dashboard while it runs (by default
     /// a free port on 127.0.0.1); `None` serves nothing. A multi-process job's supervisor
     /// serves it, never its processes. The environment overrides it: `SPATE_REST=off`,
     /// `SPATE_REST_PORT`, `SPATE_REST_BIND`, and the token in `SPATE_REST_TOKEN`.
     pub rest: Option<spate_web::ServerConfig>,
+}
+
+/// A program and its arguments: how a supervisor starts each process of a job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LaunchCommand {
+    /// The program to run (a path, or a name looked up on `PATH`).
+    pub program: PathBuf,
+    /// Its arguments, without the program itself.
+    pub args: Vec<OsString>,
+}
+
+impl LaunchCommand {
+    /// `program` with `args`.
+    pub fn new(
+        program: impl Into<PathBuf>,
+        args: impl IntoIterator<Item = impl Into<OsString>>,
+    ) -> Self {
+        LaunchCommand {
+            program: program.into(),
+            args: args.into_iter().map(Into::into).collect(),
+        }
+    }
+
+    /// This process's program (`current_exe`) with the arguments it was started with.
+    pub fn current() -> SpateResult<Self> {
+        let program = std::env::current_exe().map_err(|e| {
+            SpateError::io_context("cannot find this program to start its processes", e)
+        })?;
+        Ok(LaunchCommand {
+            program,
+            args: std::env::args_os().skip(1).collect(),
+        })
+    }
 }
 
 /// How a failed job is restarted from its latest checkpoint (Flink's restart strategies).
@@ -238,6 +286,8 @@ impl Default for JobConfig {
             state_backend: StateBackend::Memory,
             supervised: false,
             supervise_single_process: false,
+            launch: None,
+            install_signal_handler: true,
             rest: Some(spate_web::ServerConfig::default()),
         }
     }

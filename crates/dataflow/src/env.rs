@@ -209,7 +209,10 @@ impl StreamEnv {
         let mut config = self.config.clone();
         config.apply_env()?;
         config.validate()?;
-        install_signal_handler();
+        // A supervised process always installs it: the supervisor stops it with SIGTERM.
+        if config.install_signal_handler || config.supervised {
+            install_signal_handler();
+        }
         // A signal stops the jobs running when it arrives, this one from now until it returns.
         let running = RunningJob::register();
         let claims = self.plan.borrow().state_ids()?;

@@ -66,7 +66,7 @@ pub mod window;
 
 pub use all_window::AllWindowedStream;
 pub use changelog::{Change, RowKind, Updating, UpdatingAggregate, UpdatingState};
-pub use config::{JobConfig, RestartStrategy, StateBackend};
+pub use config::{JobConfig, LaunchCommand, RestartStrategy, StateBackend};
 pub use connected::{ConnectedKeyedStreams, ConnectedStreams};
 pub use dedup::DedupConfig;
 pub use env::{JobResult, Role, StopHandle, StreamEnv};
