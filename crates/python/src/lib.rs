@@ -1,8 +1,26 @@
 //! Spate's Python API: the native extension module `spate._native`.
 //!
 //! maturin builds this crate into `python/spate/_native*.so` (see the root `pyproject.toml`);
-//! the pure-Python package `spate` (in `python/spate`) imports it. The module declares
-//! `gil_used = true`: it is not audited for free-threaded Python.
+//! the pure-Python package `spate` (in `python/spate`) describes a job as a plan of plain
+//! Python objects and hands it to [`run::execute`] once. The job then runs on the engine's
+//! operators, as a Rust job does:
+//!
+//! - [`record`]: the records on the engine's edges ([`record::Rec`], pure Rust, so the
+//!   interpreter is never needed to move, clone or serialize one) and the lazy `Row`;
+//! - [`plan`]: the plan's nodes as DataStream operators, fusing consecutive Python functions
+//!   into one operator that enters Python once per batch;
+//! - [`expr`] and [`agg`]: native expressions and built-in aggregates, which run no Python;
+//! - [`sinks`]: the `print()` sink;
+//! - [`run`]: `execute`, on a job thread, with Ctrl-C handled by Python's own handler.
+//!
+//! The module declares `gil_used = true`: it is not audited for free-threaded Python.
+
+mod agg;
+mod expr;
+mod plan;
+mod record;
+mod run;
+mod sinks;
 
 use pyo3::prelude::*;
 
@@ -16,5 +34,12 @@ fn version() -> &'static str {
 #[pymodule(gil_used = true)]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(version, m)?)?;
+    m.add_function(wrap_pyfunction!(run::execute, m)?)?;
+    m.add_function(wrap_pyfunction!(record::_row, m)?)?;
+    m.add_class::<record::Row>()?;
+    m.add(
+        "JobExecutionError",
+        m.py().get_type::<run::JobExecutionError>(),
+    )?;
     Ok(())
 }

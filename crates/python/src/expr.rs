@@ -1,0 +1,599 @@
+//! Native expressions: `col("price") * 908 // 1000` and friends, compiled once from the tree
+//! that `spate.expr` builds and evaluated in Rust per record, with no Python.
+//!
+//! The Python side sends each expression as nested tuples whose first item names the node:
+//! `("col", "bid.price")`, `("lit", 908)`, `("bin", "*", l, r)`, `("cmp", "<", l, r)`,
+//! `("and", l, r)`, `("or", l, r)`, `("not", x)`, `("neg", x)`, `("is_null", x)`,
+//! `("call", name, [args])`, `("cast", type, x)`, `("row", [names], [exprs])` and
+//! `("tuple", [exprs])`. Arithmetic follows Python's: `//` floors, `%` takes the divisor's
+//! sign, `/` gives a float; `None` in an operand gives `None` (SQL's null).
+
+use std::sync::Arc;
+
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyList, PyTuple};
+
+use crate::record::{from_py, intern, Rec};
+
+/// A compiled expression.
+#[derive(Debug, Clone)]
+pub enum Expr {
+    /// A field path: each step a field name (of a row or `dict`) or a position.
+    Col(Arc<str>, Vec<Step>),
+    /// A constant.
+    Lit(Rec),
+    /// Arithmetic.
+    Bin(BinOp, Box<Expr>, Box<Expr>),
+    /// A comparison.
+    Cmp(CmpOp, Box<Expr>, Box<Expr>),
+    /// Logical and (Python's truthiness).
+    And(Box<Expr>, Box<Expr>),
+    /// Logical or.
+    Or(Box<Expr>, Box<Expr>),
+    /// Logical not.
+    Not(Box<Expr>),
+    /// Negation.
+    Neg(Box<Expr>),
+    /// Whether the value is `None`.
+    IsNull(Box<Expr>),
+    /// A built-in function.
+    Call(Func, Vec<Expr>),
+    /// A conversion.
+    Cast(CastTo, Box<Expr>),
+    /// A named row of expressions.
+    Row(crate::record::Names, Vec<Expr>),
+    /// A tuple of expressions.
+    Tuple(Vec<Expr>),
+}
+
+/// One step of a field path.
+#[derive(Debug, Clone)]
+pub enum Step {
+    /// A field by name.
+    Name(String),
+    /// An element by position.
+    Index(i64),
+}
+
+/// Arithmetic operators.
+#[derive(Debug, Clone, Copy)]
+pub enum BinOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    FloorDiv,
+    Mod,
+}
+
+/// Comparison operators.
+#[derive(Debug, Clone, Copy)]
+pub enum CmpOp {
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+}
+
+/// Built-in functions.
+#[derive(Debug, Clone, Copy)]
+pub enum Func {
+    Lower,
+    Upper,
+    Strip,
+    Split,
+    Contains,
+    StartsWith,
+    EndsWith,
+    Length,
+    Concat,
+    Abs,
+    /// `to_timestamp(fmt)`: a date-time string to epoch milliseconds (UTC).
+    ToTimestamp,
+    /// `str(x)`.
+    Str,
+}
+
+/// Conversion targets.
+#[derive(Debug, Clone, Copy)]
+pub enum CastTo {
+    Int,
+    Float,
+    Str,
+    Bool,
+}
+
+fn bad(msg: impl Into<String>) -> PyErr {
+    PyValueError::new_err(msg.into())
+}
+
+impl Expr {
+    /// Compiles the tuple tree of `spate.expr`.
+    pub fn compile(node: &Bound<'_, PyAny>) -> PyResult<Expr> {
+        let t = node
+            .cast::<PyTuple>()
+            .map_err(|_| bad("an expression node must be a tuple"))?;
+        let tag: String = t.get_item(0)?.extract()?;
+        let arg = |i: usize| t.get_item(i);
+        let sub =
+            |i: usize| -> PyResult<Box<Expr>> { Ok(Box::new(Expr::compile(&t.get_item(i)?)?)) };
+        let list = |i: usize| -> PyResult<Vec<Expr>> {
+            let items = t.get_item(i)?;
+            let items = items
+                .cast::<PyList>()
+                .map_err(|_| bad("expression arguments must be a list"))?;
+            items.iter().map(|x| Expr::compile(&x)).collect()
+        };
+        Ok(match tag.as_str() {
+            "col" => {
+                let path: String = arg(1)?.extract()?;
+                let steps = if path.is_empty() {
+                    Vec::new()
+                } else {
+                    path.split('.')
+                        .map(|s| match s.parse::<i64>() {
+                            Ok(i) => Step::Index(i),
+                            Err(_) => Step::Name(s.to_owned()),
+                        })
+                        .collect()
+                };
+                Expr::Col(Arc::from(path.as_str()), steps)
+            }
+            "item" => {
+                let i: i64 = arg(1)?.extract()?;
+                Expr::Col(Arc::from(format!("[{i}]").as_str()), vec![Step::Index(i)])
+            }
+            "lit" => Expr::Lit(from_py(&arg(1)?)?),
+            "bin" => {
+                let op: String = arg(1)?.extract()?;
+                let op = match op.as_str() {
+                    "+" => BinOp::Add,
+                    "-" => BinOp::Sub,
+                    "*" => BinOp::Mul,
+                    "/" => BinOp::Div,
+                    "//" => BinOp::FloorDiv,
+                    "%" => BinOp::Mod,
+                    o => return Err(bad(format!("unknown operator `{o}`"))),
+                };
+                Expr::Bin(op, sub(2)?, sub(3)?)
+            }
+            "cmp" => {
+                let op: String = arg(1)?.extract()?;
+                let op = match op.as_str() {
+                    "==" => CmpOp::Eq,
+                    "!=" => CmpOp::Ne,
+                    "<" => CmpOp::Lt,
+                    "<=" => CmpOp::Le,
+                    ">" => CmpOp::Gt,
+                    ">=" => CmpOp::Ge,
+                    o => return Err(bad(format!("unknown comparison `{o}`"))),
+                };
+                Expr::Cmp(op, sub(2)?, sub(3)?)
+            }
+            "and" => Expr::And(sub(1)?, sub(2)?),
+            "or" => Expr::Or(sub(1)?, sub(2)?),
+            "not" => Expr::Not(sub(1)?),
+            "neg" => Expr::Neg(sub(1)?),
+            "is_null" => Expr::IsNull(sub(1)?),
+            "call" => {
+                let name: String = arg(1)?.extract()?;
+                let f = match name.as_str() {
+                    "lower" => Func::Lower,
+                    "upper" => Func::Upper,
+                    "strip" => Func::Strip,
+                    "split" => Func::Split,
+                    "contains" => Func::Contains,
+                    "starts_with" => Func::StartsWith,
+                    "ends_with" => Func::EndsWith,
+                    "length" => Func::Length,
+                    "concat" => Func::Concat,
+                    "abs" => Func::Abs,
+                    "to_timestamp" => Func::ToTimestamp,
+                    "str" => Func::Str,
+                    f => return Err(bad(format!("unknown function `{f}`"))),
+                };
+                Expr::Call(f, list(2)?)
+            }
+            "cast" => {
+                let to: String = arg(1)?.extract()?;
+                let to = match to.as_str() {
+                    "int" => CastTo::Int,
+                    "float" => CastTo::Float,
+                    "str" => CastTo::Str,
+                    "bool" => CastTo::Bool,
+                    o => return Err(bad(format!("cannot cast to `{o}`"))),
+                };
+                Expr::Cast(to, sub(2)?)
+            }
+            "row" => {
+                let names: Vec<String> = arg(1)?.extract()?;
+                let exprs = list(2)?;
+                if names.len() != exprs.len() {
+                    return Err(bad("a row expression needs one name per value"));
+                }
+                Expr::Row(intern(names), exprs)
+            }
+            "tuple" => Expr::Tuple(list(1)?),
+            other => return Err(bad(format!("unknown expression node `{other}`"))),
+        })
+    }
+
+    /// Evaluates the expression on one record.
+    pub fn eval(&self, r: &Rec) -> Result<Rec, String> {
+        Ok(match self {
+            Expr::Col(path, steps) => {
+                let mut cur = r;
+                for s in steps {
+                    let next = match s {
+                        Step::Name(n) => cur.field(n),
+                        Step::Index(i) => cur.item(*i),
+                    };
+                    cur = next.ok_or_else(|| {
+                        format!("the record has no field `{path}` (it is {})", Short(r))
+                    })?;
+                }
+                cur.clone()
+            }
+            Expr::Lit(v) => v.clone(),
+            Expr::Bin(op, a, b) => arith(*op, a.eval(r)?, b.eval(r)?)?,
+            Expr::Cmp(op, a, b) => compare(*op, &a.eval(r)?, &b.eval(r)?)?,
+            Expr::And(a, b) => {
+                let x = a.eval(r)?;
+                if x.truthy() {
+                    b.eval(r)?
+                } else {
+                    x
+                }
+            }
+            Expr::Or(a, b) => {
+                let x = a.eval(r)?;
+                if x.truthy() {
+                    x
+                } else {
+                    b.eval(r)?
+                }
+            }
+            Expr::Not(a) => Rec::Bool(!a.eval(r)?.truthy()),
+            Expr::Neg(a) => match a.eval(r)? {
+                Rec::Int(i) => Rec::Int(i.checked_neg().ok_or("integer overflow")?),
+                Rec::Float(f) => Rec::Float(-f),
+                Rec::None => Rec::None,
+                x => return Err(format!("cannot negate {}", x.type_name())),
+            },
+            Expr::IsNull(a) => Rec::Bool(matches!(a.eval(r)?, Rec::None)),
+            Expr::Call(f, args) => {
+                let vals = args
+                    .iter()
+                    .map(|a| a.eval(r))
+                    .collect::<Result<Vec<_>, _>>()?;
+                call(*f, vals)?
+            }
+            Expr::Cast(to, a) => cast(*to, a.eval(r)?)?,
+            Expr::Row(names, exprs) => Rec::Row(
+                Some(Arc::clone(names)),
+                exprs.iter().map(|e| e.eval(r)).collect::<Result<_, _>>()?,
+            ),
+            Expr::Tuple(exprs) => {
+                Rec::Tuple(exprs.iter().map(|e| e.eval(r)).collect::<Result<_, _>>()?)
+            }
+        })
+    }
+}
+
+/// A record shortened for an error message.
+struct Short<'a>(&'a Rec);
+
+impl std::fmt::Display for Short<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let s = crate::record::Repr(self.0).to_string();
+        if s.len() > 80 {
+            let cut = (0..=77).rev().find(|&i| s.is_char_boundary(i)).unwrap_or(0);
+            write!(f, "{}...", &s[..cut])
+        } else {
+            f.write_str(&s)
+        }
+    }
+}
+
+fn arith(op: BinOp, a: Rec, b: Rec) -> Result<Rec, String> {
+    use Rec::{Float, Int};
+    let overflow = || "integer overflow".to_string();
+    Ok(match (op, &a, &b) {
+        (_, Rec::None, _) | (_, _, Rec::None) => Rec::None,
+        (BinOp::Add, Rec::Str(x), Rec::Str(y)) => Rec::Str(format!("{x}{y}")),
+        (BinOp::Add, Int(x), Int(y)) => Int(x.checked_add(*y).ok_or_else(overflow)?),
+        (BinOp::Sub, Int(x), Int(y)) => Int(x.checked_sub(*y).ok_or_else(overflow)?),
+        (BinOp::Mul, Int(x), Int(y)) => Int(x.checked_mul(*y).ok_or_else(overflow)?),
+        (BinOp::FloorDiv | BinOp::Mod, Int(_), Int(0)) => {
+            return Err("integer division or modulo by zero".into())
+        }
+        (BinOp::FloorDiv, Int(x), Int(y)) => Int(x.div_euclid(*y)
+            - if (x.rem_euclid(*y) != 0) && (*y < 0) {
+                1
+            } else {
+                0
+            }),
+        (BinOp::Mod, Int(x), Int(y)) => {
+            let m = x.rem_euclid(*y);
+            Int(if m != 0 && *y < 0 { m + y } else { m })
+        }
+        _ => {
+            let (x, y) = match (a.as_f64(), b.as_f64()) {
+                (Some(x), Some(y)) if !matches!(a, Rec::Bool(_)) || !matches!(b, Rec::Bool(_)) => {
+                    (x, y)
+                }
+                _ => {
+                    return Err(format!(
+                        "cannot apply `{}` to {} and {}",
+                        op_name(op),
+                        a.type_name(),
+                        b.type_name()
+                    ))
+                }
+            };
+            match op {
+                BinOp::Add => Float(x + y),
+                BinOp::Sub => Float(x - y),
+                BinOp::Mul => Float(x * y),
+                BinOp::Div if y == 0.0 => return Err("division by zero".into()),
+                BinOp::Div => Float(x / y),
+                BinOp::FloorDiv if y == 0.0 => return Err("float floor division by zero".into()),
+                BinOp::FloorDiv => Float((x / y).floor()),
+                BinOp::Mod if y == 0.0 => return Err("float modulo by zero".into()),
+                BinOp::Mod => Float(x - y * (x / y).floor()),
+            }
+        }
+    })
+}
+
+fn op_name(op: BinOp) -> &'static str {
+    match op {
+        BinOp::Add => "+",
+        BinOp::Sub => "-",
+        BinOp::Mul => "*",
+        BinOp::Div => "/",
+        BinOp::FloorDiv => "//",
+        BinOp::Mod => "%",
+    }
+}
+
+/// Orders two records as Python orders them (numbers together, strings, sequences), or
+/// `None` when Python would raise.
+pub fn order(a: &Rec, b: &Rec) -> Option<std::cmp::Ordering> {
+    match (a, b) {
+        (Rec::Int(x), Rec::Int(y)) => Some(x.cmp(y)),
+        (Rec::Str(x), Rec::Str(y)) => Some(x.cmp(y)),
+        (Rec::Bytes(x), Rec::Bytes(y)) => Some(x.cmp(y)),
+        (Rec::List(x), Rec::List(y)) | (Rec::Tuple(x), Rec::Tuple(y)) => {
+            for (p, q) in x.iter().zip(y) {
+                match order(p, q)? {
+                    std::cmp::Ordering::Equal => continue,
+                    o => return Some(o),
+                }
+            }
+            Some(x.len().cmp(&y.len()))
+        }
+        _ => match (a.as_f64(), b.as_f64()) {
+            (Some(x), Some(y)) => x.partial_cmp(&y),
+            _ => None,
+        },
+    }
+}
+
+fn compare(op: CmpOp, a: &Rec, b: &Rec) -> Result<Rec, String> {
+    if matches!(a, Rec::None) || matches!(b, Rec::None) {
+        return Ok(match op {
+            CmpOp::Eq => Rec::Bool(matches!((a, b), (Rec::None, Rec::None))),
+            CmpOp::Ne => Rec::Bool(!matches!((a, b), (Rec::None, Rec::None))),
+            _ => Rec::None,
+        });
+    }
+    let numeric_eq = || match (a.as_f64(), b.as_f64()) {
+        (Some(x), Some(y)) => x == y,
+        _ => a == b,
+    };
+    Ok(Rec::Bool(match op {
+        CmpOp::Eq => numeric_eq(),
+        CmpOp::Ne => !numeric_eq(),
+        _ => {
+            let o = order(a, b).ok_or_else(|| {
+                format!("cannot compare {} with {}", a.type_name(), b.type_name())
+            })?;
+            match op {
+                CmpOp::Lt => o.is_lt(),
+                CmpOp::Le => o.is_le(),
+                CmpOp::Gt => o.is_gt(),
+                CmpOp::Ge => o.is_ge(),
+                CmpOp::Eq | CmpOp::Ne => unreachable!("handled above"),
+            }
+        }
+    }))
+}
+
+fn string(f: &str, v: &Rec) -> Result<String, String> {
+    match v {
+        Rec::Str(s) => Ok(s.clone()),
+        other => Err(format!("{f} needs a str, not {}", other.type_name())),
+    }
+}
+
+fn call(f: Func, mut args: Vec<Rec>) -> Result<Rec, String> {
+    if args.first().is_some_and(|a| matches!(a, Rec::None)) {
+        return Ok(Rec::None);
+    }
+    let arg = |args: &mut Vec<Rec>, i: usize| -> Rec { std::mem::take(&mut args[i]) };
+    Ok(match f {
+        Func::Lower => Rec::Str(string("lower", &args[0])?.to_lowercase()),
+        Func::Upper => Rec::Str(string("upper", &args[0])?.to_uppercase()),
+        Func::Strip => Rec::Str(string("strip", &args[0])?.trim().to_owned()),
+        Func::Split => {
+            let s = string("split", &args[0])?;
+            match args.get(1) {
+                Some(Rec::Str(sep)) if !sep.is_empty() => Rec::List(
+                    s.split(sep.as_str())
+                        .map(|p| Rec::Str(p.to_owned()))
+                        .collect(),
+                ),
+                Some(Rec::Str(_)) => return Err("split: empty separator".into()),
+                _ => Rec::List(
+                    s.split_whitespace()
+                        .map(|p| Rec::Str(p.to_owned()))
+                        .collect(),
+                ),
+            }
+        }
+        Func::Contains => {
+            let s = string("contains", &args[0])?;
+            Rec::Bool(s.contains(string("contains", &args[1])?.as_str()))
+        }
+        Func::StartsWith => {
+            let s = string("starts_with", &args[0])?;
+            Rec::Bool(s.starts_with(string("starts_with", &args[1])?.as_str()))
+        }
+        Func::EndsWith => {
+            let s = string("ends_with", &args[0])?;
+            Rec::Bool(s.ends_with(string("ends_with", &args[1])?.as_str()))
+        }
+        Func::Length => match &args[0] {
+            Rec::Str(s) => Rec::Int(s.chars().count() as i64),
+            Rec::List(v) | Rec::Tuple(v) | Rec::Row(_, v) => Rec::Int(v.len() as i64),
+            Rec::Dict(v) => Rec::Int(v.len() as i64),
+            Rec::Bytes(b) => Rec::Int(b.len() as i64),
+            other => return Err(format!("length of {}", other.type_name())),
+        },
+        Func::Concat => {
+            let mut out = String::new();
+            for a in &args {
+                match a {
+                    Rec::Str(s) => out.push_str(s),
+                    Rec::None => return Ok(Rec::None),
+                    other => out.push_str(&other.to_string()),
+                }
+            }
+            Rec::Str(out)
+        }
+        Func::Abs => match arg(&mut args, 0) {
+            Rec::Int(i) => Rec::Int(i.checked_abs().ok_or("integer overflow")?),
+            Rec::Float(x) => Rec::Float(x.abs()),
+            other => return Err(format!("abs of {}", other.type_name())),
+        },
+        Func::ToTimestamp => {
+            let s = string("to_timestamp", &args[0])?;
+            let fmt = match args.get(1) {
+                Some(Rec::Str(f)) => Some(f.clone()),
+                _ => None,
+            };
+            Rec::Int(parse_timestamp(&s, fmt.as_deref())?)
+        }
+        Func::Str => Rec::Str(arg(&mut args, 0).to_string()),
+    })
+}
+
+fn cast(to: CastTo, v: Rec) -> Result<Rec, String> {
+    if matches!(v, Rec::None) {
+        return Ok(Rec::None);
+    }
+    Ok(match (to, v) {
+        (CastTo::Int, Rec::Int(i)) => Rec::Int(i),
+        (CastTo::Int, Rec::Float(f)) if f.is_finite() => Rec::Int(f.trunc() as i64),
+        (CastTo::Int, Rec::Bool(b)) => Rec::Int(i64::from(b)),
+        (CastTo::Int, Rec::Str(s)) => Rec::Int(
+            s.trim()
+                .parse()
+                .map_err(|_| format!("invalid literal for int(): '{s}'"))?,
+        ),
+        (CastTo::Float, Rec::Str(s)) => Rec::Float(
+            s.trim()
+                .parse()
+                .map_err(|_| format!("could not convert string to float: '{s}'"))?,
+        ),
+        (CastTo::Float, v) => Rec::Float(
+            v.as_f64()
+                .ok_or_else(|| format!("cannot convert {} to float", v.type_name()))?,
+        ),
+        (CastTo::Str, v) => Rec::Str(v.to_string()),
+        (CastTo::Bool, v) => Rec::Bool(v.truthy()),
+        (CastTo::Int, v) => return Err(format!("cannot convert {} to int", v.type_name())),
+    })
+}
+
+/// Parses a date-time into epoch milliseconds, UTC: Flink's `yyyy-MM-dd HH:mm:ss[.SSS]` (a
+/// `T` also separates), or a plain integer of milliseconds. `fmt` is accepted for PyFlink's
+/// signature; only these layouts are read.
+pub fn parse_timestamp(s: &str, fmt: Option<&str>) -> Result<i64, String> {
+    let _ = fmt;
+    if let Ok(ms) = s.trim().parse::<i64>() {
+        return Ok(ms);
+    }
+    let b = s.trim().as_bytes();
+    let bad = || format!("cannot read `{s}` as a timestamp (yyyy-MM-dd HH:mm:ss[.SSS])");
+    let num = |r: std::ops::Range<usize>| -> Result<i64, String> {
+        let part = b.get(r).ok_or_else(bad)?;
+        if part.is_empty() || !part.iter().all(u8::is_ascii_digit) {
+            return Err(bad());
+        }
+        Ok(part.iter().fold(0i64, |a, d| a * 10 + i64::from(d - b'0')))
+    };
+    if b.len() < 19 || b[4] != b'-' || b[7] != b'-' || !(b[10] == b' ' || b[10] == b'T') {
+        return Err(bad());
+    }
+    let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (h, mi, sec) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    if b[13] != b':' || b[16] != b':' || !(1..=12).contains(&mo) || !(1..=31).contains(&d) {
+        return Err(bad());
+    }
+    let mut ms = 0;
+    if b.len() > 19 {
+        if b[19] != b'.' {
+            return Err(bad());
+        }
+        let frac = &b[20..];
+        if frac.is_empty() || !frac.iter().all(u8::is_ascii_digit) {
+            return Err(bad());
+        }
+        for (i, c) in frac.iter().take(3).enumerate() {
+            ms += i64::from(c - b'0') * [100, 10, 1][i];
+        }
+    }
+    // Days from the civil date (Howard Hinnant's algorithm).
+    let y = if mo <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (mo + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Ok(((days * 24 + h) * 60 + mi) * 60_000 + sec * 1000 + ms)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn python_arithmetic() {
+        let i = Rec::Int;
+        let f = |op, a, b| arith(op, i(a), i(b)).unwrap();
+        assert_eq!(f(BinOp::FloorDiv, 7, 2), i(3));
+        assert_eq!(f(BinOp::FloorDiv, -7, 2), i(-4));
+        assert_eq!(f(BinOp::FloorDiv, 7, -2), i(-4));
+        assert_eq!(f(BinOp::Mod, -7, 2), i(1));
+        assert_eq!(f(BinOp::Mod, 7, -2), i(-1));
+        assert_eq!(f(BinOp::Mod, -7, -2), i(-1));
+        assert_eq!(f(BinOp::FloorDiv, -8, -2), i(4));
+        assert!(arith(BinOp::Mod, i(1), i(0)).is_err());
+    }
+
+    #[test]
+    fn timestamps() {
+        assert_eq!(parse_timestamp("1970-01-01 00:00:01.5", None), Ok(1500));
+        assert_eq!(
+            parse_timestamp("2015-07-15 00:00:01.123", None),
+            Ok(1_436_918_401_123)
+        );
+        assert!(parse_timestamp("yesterday", None).is_err());
+    }
+}

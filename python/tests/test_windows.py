@@ -1,0 +1,77 @@
+"""Event-time windows with built-in aggregates against a plain-Python oracle."""
+
+from collections import defaultdict
+
+import pytest
+
+from spate import Duration, Row, StreamExecutionEnvironment, WatermarkStrategy, agg, col
+from spate.window import SlidingEventTimeWindows, TumblingEventTimeWindows
+
+
+def events(n=500):
+    # Out of order by up to 400 ms, keys 0..4.
+    out = []
+    for i in range(n):
+        ts = i * 37 + (i * 7919) % 400
+        out.append(Row(key=i % 5, price=(i * 31) % 97, ts=ts))
+    return out
+
+
+def tumbling_oracle(rows, size):
+    acc = defaultdict(list)
+    for r in rows:
+        start = r.ts - r.ts % size
+        acc[(r.key, start)].append(r.price)
+    return sorted((k, s, s + size, len(v), sum(v), max(v)) for (k, s), v in acc.items())
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_tumbling_count_sum_max(workers):
+    env = StreamExecutionEnvironment.get_execution_environment().set_parallelism(workers)
+    env.set_rest(False)
+    rows = events()
+    strategy = (WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_millis(500))
+                .with_timestamp_assigner(col("ts")))
+    out = (env.from_collection(rows)
+           .assign_timestamps_and_watermarks(strategy)
+           .key_by("key")
+           .window(TumblingEventTimeWindows.of(Duration.of_seconds(1)))
+           .aggregate(agg.count().alias("n"), agg.sum("price"), agg.max("price"))
+           .execute_and_collect())
+    got = sorted((r.key, r.window_start, r.window_end, r.n, r.sum_price, r.max_price) for r in out)
+    assert got == tumbling_oracle(rows, 1000)
+
+
+def test_sliding_windows_with_a_python_timestamp_assigner(env):
+    rows = events(200)
+    strategy = (WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_millis(500))
+                .with_timestamp_assigner(lambda r, _ts: r.ts))
+    out = (env.from_collection(rows)
+           .assign_timestamps_and_watermarks(strategy)
+           .key_by("key")
+           .window(SlidingEventTimeWindows.of(Duration.of_seconds(2), Duration.of_seconds(1)))
+           .aggregate(agg.count())
+           .execute_and_collect())
+    acc = defaultdict(int)
+    for r in rows:
+        last = r.ts - r.ts % 1000
+        for start in (last, last - 1000):
+            acc[(r.key, start)] += 1
+    assert sorted((r.key, r.window_start, r.count) for r in out) == sorted(
+        (k, s, n) for (k, s), n in acc.items())
+
+
+def test_window_reduce_in_python(env):
+    rows = events(100)
+    strategy = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(col("ts"))
+    sorted_rows = sorted(rows, key=lambda r: r.ts)
+    out = (env.from_collection(sorted_rows)
+           .assign_timestamps_and_watermarks(strategy)
+           .key_by(lambda r: r.key)
+           .window(TumblingEventTimeWindows.of(Duration.of_seconds(1)))
+           .reduce(lambda a, b: Row(key=a.key, price=a.price + b.price, ts=max(a.ts, b.ts)))
+           .execute_and_collect())
+    acc = defaultdict(int)
+    for r in rows:
+        acc[(r.key, r.ts // 1000)] += r.price
+    assert sorted((r.key, r.price) for r in out) == sorted((k, v) for (k, _), v in acc.items())
