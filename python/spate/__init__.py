@@ -14,6 +14,7 @@ Building a job records a plan; ``execute()`` runs it on the engine's Rust operat
 
 from spate import _native
 from spate import agg
+from spate import functions, state, window, connectors, expr
 from spate.common import Duration, Row, Time, TimestampAssigner, TypeInformation, Types, WatermarkStrategy
 from spate.datastream import (CheckpointingMode, CloseableIterator, DataStream, JobExecutionError,
                               JobExecutionResult, KeyedStream, RestartStrategies,
@@ -26,4 +27,5 @@ __version__: str = _native.version()
 __all__ = ["StreamExecutionEnvironment", "DataStream", "KeyedStream", "WindowedStream",
            "JobExecutionResult", "JobExecutionError", "CloseableIterator", "RestartStrategies",
            "CheckpointingMode", "Duration", "Time", "Types", "TypeInformation", "Row",
-           "WatermarkStrategy", "TimestampAssigner", "col", "lit", "agg", "__version__"]
+           "WatermarkStrategy", "TimestampAssigner", "col", "lit", "agg", "functions", "state",
+           "window", "connectors", "expr", "__version__"]

@@ -18,8 +18,7 @@ from spate import _native
 from spate.common import TypeInformation, WatermarkStrategy, millis
 from spate.connectors import FileSink, Source
 from spate.expr import Expr, col, field_of
-from spate.functions import (FilterFunction, FlatMapFunction, Function, KeySelector,
-                             MapFunction, ReduceFunction, RuntimeContext)
+from spate.functions import Function, KeyedProcessFunction, RuntimeContext
 from spate.window import WindowAssigner
 
 __all__ = ["StreamExecutionEnvironment", "DataStream", "KeyedStream", "WindowedStream",
@@ -229,14 +228,17 @@ class StreamExecutionEnvironment:
         if not any(n["op"] in _SINKS for n in self._nodes):
             raise RuntimeError("no sinks are defined: add print(), sink_to(...) or use "
                                "execute_and_collect()")
-        ctx = RuntimeContext(job_name, self._config["workers"] * self._config.get("processes", 1),
-                             self._config.get("max_parallelism", 128))
+        parallelism = self._config["workers"] * self._config.get("processes", 1)
         opened: list[Function] = []
+        config = dict(self._config)
+        if config.get("processes", 1) > 1:
+            config["launch"] = _launch_command()
         try:
-            for f in self._functions:
-                f.open(ctx)
+            for f in dict.fromkeys(self._functions):  # each object once, in order
+                f.open(RuntimeContext(job_name, parallelism,
+                                      self._config.get("max_parallelism", 128)))
                 opened.append(f)
-            return _native.execute(self._nodes, self._config, job_name)
+            return _native.execute(self._nodes, config, job_name)
         finally:
             for f in opened:
                 f.close()
@@ -252,6 +254,24 @@ class StreamExecutionEnvironment:
 
 
 _SINKS = {"print", "collect", "file_sink"}
+
+
+def _launch_command() -> list[str]:
+    """How a supervisor starts this program again for each process of the job: this
+    interpreter with this process's arguments (``python job.py ...`` re-runs the script,
+    ``python -m spate.run pkg.mod:factory`` the factory)."""
+    import sys
+    main = sys.modules.get("__main__")
+    if os.environ.get("SPATE_PROCESS_INDEX") is not None:
+        return [sys.executable, *sys.orig_argv[1:]]
+    runner = getattr(main, "__spec__", None)
+    if runner is not None and runner.name == "spate.run":
+        return [sys.executable, *sys.orig_argv[1:]]
+    if main is None or not getattr(main, "__file__", None) or "pytest" in sys.modules:
+        raise RuntimeError("a job of several processes re-runs its program in each process: "
+                           "run it as a script (python job.py) or with "
+                           "python -m spate.run module:factory")
+    return [sys.executable, *sys.orig_argv[1:]]
 
 
 class DataStream:
@@ -407,19 +427,21 @@ class KeyedStream(DataStream):
         """``(key, count so far)`` per record (a Spate addition)."""
         return self._then({"op": "count"})
 
+    def process(self, keyed_process_function: KeyedProcessFunction,
+                output_type: TypeInformation | None = None) -> DataStream:
+        """Runs a :class:`~spate.functions.KeyedProcessFunction` with keyed state and
+        timers."""
+        if not isinstance(keyed_process_function, KeyedProcessFunction):
+            raise TypeError("process on a keyed stream takes a KeyedProcessFunction")
+        self._env._functions.append(keyed_process_function)
+        return self._then({"op": "process", "fn": keyed_process_function})
+
     def window(self, window_assigner: WindowAssigner) -> "WindowedStream":
         if not isinstance(window_assigner, WindowAssigner):
             raise TypeError("window takes a window assigner (spate.window)")
         node = {"op": "window", **window_assigner._spec(), "lateness_ms": None,
                 "key_name": self._node.get("key_name", "key")}
         return self._then(node, WindowedStream)
-
-    def _not_keyed(self, op: str) -> None:
-        raise TypeError(f"{op} on a keyed stream needs a keyed operation first")
-
-    def key_by(self, key_selector: Any, key_type: TypeInformation | None = None) -> "KeyedStream":
-        self._not_keyed("key_by")
-        raise AssertionError  # unreachable
 
 
 class WindowedStream(DataStream):

@@ -11,14 +11,45 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 __all__ = ["Function", "RuntimeContext", "MapFunction", "FlatMapFunction", "FilterFunction",
-           "KeySelector", "ReduceFunction"]
+           "KeySelector", "ReduceFunction", "KeyedProcessFunction"]
 
 
 class RuntimeContext:
-    """What ``open`` learns about the job."""
+    """What ``open`` learns about the job, and where a ``KeyedProcessFunction`` gets its
+    keyed state (``get_state``, ``get_list_state``, ``get_map_state``)."""
 
     def __init__(self, job_name: str, parallelism: int, max_parallelism: int):
         self._job, self._p, self._maxp = job_name, parallelism, max_parallelism
+        self._states: dict = {}
+
+    def _state(self, descriptor: Any, kind: str, cls: Any) -> Any:
+        from spate.state import StateDescriptor
+        if not isinstance(descriptor, StateDescriptor) or descriptor.kind != kind:
+            raise TypeError(f"get_{kind}_state takes a {kind.capitalize()}StateDescriptor"
+                            if kind != "value" else "get_state takes a ValueStateDescriptor")
+        known = self._states.get(descriptor.name)
+        if known is not None:
+            if known[0] != kind:
+                raise ValueError(f"the state {descriptor.name!r} is already a {known[0]} state")
+            return known[1]
+        handle = cls(len(self._states))
+        self._states[descriptor.name] = (kind, handle)
+        return handle
+
+    def get_state(self, state_descriptor: Any) -> Any:
+        """The function's ``ValueState`` named by the descriptor (one value per key)."""
+        from spate._native import ValueState
+        return self._state(state_descriptor, "value", ValueState)
+
+    def get_list_state(self, state_descriptor: Any) -> Any:
+        """The function's ``ListState`` (a list per key)."""
+        from spate._native import ListState
+        return self._state(state_descriptor, "list", ListState)
+
+    def get_map_state(self, state_descriptor: Any) -> Any:
+        """The function's ``MapState`` (a map per key)."""
+        from spate._native import MapState
+        return self._state(state_descriptor, "map", MapState)
 
     def get_job_name(self) -> str:
         return self._job
@@ -63,3 +94,24 @@ class KeySelector(Function):
 class ReduceFunction(Function):
     def reduce(self, value1: Any, value2: Any) -> Any:
         raise NotImplementedError
+
+
+class KeyedProcessFunction(Function):
+    """A function of a keyed stream with keyed state and timers (PyFlink's
+    ``KeyedProcessFunction``).
+
+    ``open(runtime_context)`` gets the states (``runtime_context.get_state(...)``).
+    ``process_element(value, ctx)`` runs per record and *yields* its outputs; the state
+    handles act on the current key's state; ``ctx.get_current_key()``, ``ctx.timestamp()`` and
+    ``ctx.timer_service()`` (``register_event_time_timer(t)``, ``current_watermark()``, ...)
+    are PyFlink's. ``on_timer(timestamp, ctx)`` runs when a timer fires and yields too.
+
+    The state lives in the engine, per key: it is checkpointed with the job and moves with
+    its key groups when a job restores onto another number of workers.
+    """
+
+    def process_element(self, value: Any, ctx: Any) -> Iterable[Any]:
+        raise NotImplementedError
+
+    def on_timer(self, timestamp: int, ctx: Any) -> Iterable[Any]:
+        return ()

@@ -343,6 +343,13 @@ pub trait KeyedProcessFunction<K, I, O>: Send + Sync + 'static {
     fn close(&self) -> FunctionResult {
         Ok(())
     }
+
+    /// Runs `body`, which calls the function on a batch of records or timers (Flink has no
+    /// equivalent). The default just runs it; a function that must enter a runtime to run
+    /// (the Python front takes the interpreter's lock) enters it once here, not per call.
+    fn batch_scope(&self, body: &mut dyn FnMut()) {
+        body()
+    }
 }
 
 /// A function instance that is closed once: at the end of its input ([`Closing::close`]), or
@@ -769,7 +776,7 @@ where
                     }
                     return;
                 }
-                inst.process(&*f.f, &key, batch.drain(..));
+                f.f.batch_scope(&mut || inst.process(&*f.f, &key, batch.drain(..)));
                 emit!(&cap, &cap);
             });
             // Watermarks wait until the records before them have arrived.
@@ -783,8 +790,8 @@ where
             });
             if open.is_none() && !stash.is_empty() {
                 stash.sort_by_key(|(c, _)| *c.time());
-                for (caps, records) in std::mem::take(&mut stash) {
-                    inst.process(&*f.f, &key, records.into_iter());
+                for (caps, mut records) in std::mem::take(&mut stash) {
+                    f.f.batch_scope(&mut || inst.process(&*f.f, &key, records.drain(..)));
                     emit!(caps.port(0), &caps);
                 }
             }
@@ -796,9 +803,13 @@ where
                     };
                     if !next.idle && next.wm > inst.watermark {
                         inst.watermark = next.wm;
-                        while let Some((ts, k)) = inst.event_timers.pop(inst.watermark) {
-                            inst.with_key(k, ts, |c| f.f.on_timer(ts, TimeDomain::EventTime, c));
-                        }
+                        f.f.batch_scope(&mut || {
+                            while let Some((ts, k)) = inst.event_timers.pop(inst.watermark) {
+                                inst.with_key(k, ts, |c| {
+                                    f.f.on_timer(ts, TimeDomain::EventTime, c)
+                                });
+                            }
+                        });
                     }
                     emit!(caps.port(0), &caps);
                     if !next.idle {
@@ -827,8 +838,8 @@ where
                 stash = later;
                 let mut now = now;
                 now.sort_by_key(|(c, _)| *c.time());
-                for (caps, records) in now {
-                    inst.process(&*f.f, &key, records.into_iter());
+                for (caps, mut records) in now {
+                    f.f.batch_scope(&mut || inst.process(&*f.f, &key, records.drain(..)));
                     emit!(caps.port(0), &caps);
                 }
             }
@@ -837,11 +848,13 @@ where
             if let Some(caps) = frontier_cap.as_mut() {
                 if !ended {
                     let now = processing_time_now();
-                    while let Some((ts, k)) = inst.processing_timers.pop(now - 1) {
-                        inst.with_key(k, NO_TIMESTAMP, |c| {
-                            f.f.on_timer(ts, TimeDomain::ProcessingTime, c)
-                        });
-                    }
+                    f.f.batch_scope(&mut || {
+                        while let Some((ts, k)) = inst.processing_timers.pop(now - 1) {
+                            inst.with_key(k, NO_TIMESTAMP, |c| {
+                                f.f.on_timer(ts, TimeDomain::ProcessingTime, c)
+                            });
+                        }
+                    });
                     emit!(caps.port(0), &*caps);
                     if let Some(next) = inst.processing_timers.next() {
                         let wait = next.saturating_sub(now).saturating_add(1).max(1) as u64;

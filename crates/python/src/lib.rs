@@ -10,6 +10,7 @@
 //! - [`plan`]: the plan's nodes as DataStream operators, fusing consecutive Python functions
 //!   into one operator that enters Python once per batch;
 //! - [`expr`] and [`agg`]: native expressions and built-in aggregates, which run no Python;
+//! - [`process`]: Python `KeyedProcessFunction`s with keyed state and timers;
 //! - [`sinks`]: the `print()` sink;
 //! - [`run`]: `execute`, on a job thread, with Ctrl-C handled by Python's own handler.
 //!
@@ -18,6 +19,7 @@
 mod agg;
 mod expr;
 mod plan;
+mod process;
 mod record;
 mod run;
 mod sinks;
@@ -37,6 +39,10 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run::execute, m)?)?;
     m.add_function(wrap_pyfunction!(record::_row, m)?)?;
     m.add_class::<record::Row>()?;
+    m.add_class::<process::ValueState>()?;
+    m.add_class::<process::ListState>()?;
+    m.add_class::<process::MapState>()?;
+    m.add_class::<process::Context>()?;
     m.add(
         "JobExecutionError",
         m.py().get_type::<run::JobExecutionError>(),

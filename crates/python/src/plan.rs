@@ -656,6 +656,15 @@ impl<'py> Builder<'py> {
                 );
                 Built::Stream(named(s.name(&label)))
             }
+            "process" => {
+                let k = self.keyed(inputs[0])?;
+                let f: Py<PyAny> = get(node, "fn")?;
+                let s = k.stream.process(crate::process::PyKeyedProcess {
+                    f: Arc::new(f),
+                    paired: matches!(k.key, KeyOf::Paired),
+                });
+                Built::Stream(named(s.name(&label)))
+            }
             "window" => {
                 let k = self.keyed(inputs[0])?;
                 Built::Window(node.clone().unbind(), k)

@@ -42,7 +42,17 @@ where
 
 /// The job's configuration from `StreamExecutionEnvironment`'s settings.
 fn job_config(d: &Bound<'_, PyDict>) -> PyResult<JobConfig> {
-    let mut c = JobConfig::default();
+    // Python's own SIGINT handler stays: `execute` turns a KeyboardInterrupt into a stop.
+    let mut c = JobConfig {
+        install_signal_handler: false,
+        ..JobConfig::default()
+    };
+    if let Some(argv) = get_opt::<Vec<String>>(d, "launch")? {
+        let (program, args) = argv
+            .split_first()
+            .ok_or_else(|| PyValueError::new_err("the launch command is empty"))?;
+        c.launch = Some(spate_dataflow::LaunchCommand::new(program, args));
+    }
     if let Some(p) = get_opt::<usize>(d, "processes")? {
         c.processes = p.max(1);
     }
@@ -148,6 +158,8 @@ pub fn execute<'py>(
         if let Err(e) = py.check_signals() {
             if e.is_instance_of::<pyo3::exceptions::PyKeyboardInterrupt>(py) && !interrupted {
                 interrupted = true;
+                // The job in this process, and the processes of a supervised job.
+                spate_dataflow::request_stop();
                 if let Some(s) = &stop {
                     s.stop();
                 }
