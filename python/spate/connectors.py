@@ -16,6 +16,7 @@ from typing import Any
 from spate.common import TypeInformation, millis
 
 __all__ = ["Source", "FileSource", "StreamFormat", "NumberSequenceSource", "SocketSource",
+           "NexmarkSource",
            "FileSink", "Encoder", "RollingPolicy", "OutputFileConfig", "dead_letter"]
 
 
@@ -133,6 +134,37 @@ class SocketSource(Source):
 
     def _node(self) -> dict:
         return {"op": "socket", "host": self.host, "port": self.port}
+
+
+class NexmarkSource(Source):
+    """Nexmark's auction events from the deterministic generator (the one the Nexmark
+    benchmark and ``spate nexmark gen`` use), spread over the workers.
+
+    Each event is a row shaped as the generator's JSON lines: ``event_type`` (0 person, 1
+    auction, 2 bid) and the rows ``person``, ``auction`` and ``bid`` (the two others
+    ``None``), with camelCase field names and ``dateTime`` in epoch milliseconds. The event
+    time is the event's ``dateTime``: a watermark strategy given to ``from_source`` without
+    a timestamp assigner uses it. ``rate`` paces the source (events per second, wall clock);
+    ``event_rate`` is the generator's own event-time rate.
+    """
+
+    __slots__ = ("events", "seed", "rate", "event_rate")
+
+    def __init__(self, events: int | None = None, seed: int | None = None,
+                 rate: float | None = None, event_rate: float | None = None):
+        if events is not None and events < 0:
+            raise ValueError("the number of events cannot be negative")
+        self.events, self.seed, self.rate, self.event_rate = events, seed, rate, event_rate
+
+    @staticmethod
+    def event_time():
+        """The native expression of an event's time."""
+        from spate.expr import col
+        return col("bid.dateTime") | col("auction.dateTime") | col("person.dateTime")
+
+    def _node(self) -> dict:
+        return {"op": "nexmark", "events": self.events, "seed": self.seed, "rate": self.rate,
+                "event_rate": self.event_rate}
 
 
 class Encoder:

@@ -188,11 +188,15 @@ class StreamExecutionEnvironment:
         self._nodes.append(node)
         return node["id"]
 
-    def _source(self, node: dict, strategy: WatermarkStrategy | None, name: str | None) -> "DataStream":
+    def _source(self, node: dict, strategy: WatermarkStrategy | None, name: str | None,
+                source: Source | None = None) -> "DataStream":
         s = DataStream(self, self._add(node, []))
         if name:
             s.name(name)
         if strategy is not None and strategy.kind != "none":
+            event_time = getattr(source, "event_time", None) if source is not None else None
+            if strategy.assigner is None and event_time is not None:
+                strategy = strategy.with_timestamp_assigner(event_time())
             s = s.assign_timestamps_and_watermarks(strategy)
         return s
 
@@ -204,7 +208,7 @@ class StreamExecutionEnvironment:
                     source_name: str | None = None, type_info: TypeInformation | None = None) -> "DataStream":
         if not isinstance(source, Source):
             raise TypeError(f"from_source takes a source, not {type(source).__name__}")
-        return self._source(source._node(), watermark_strategy, source_name)
+        return self._source(source._node(), watermark_strategy, source_name, source)
 
     def read_text_file(self, file_path: str, charset_name: str = "UTF-8") -> "DataStream":
         from spate.connectors import FileSource

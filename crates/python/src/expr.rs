@@ -227,6 +227,10 @@ impl Expr {
             Expr::Col(path, steps) => {
                 let mut cur = r;
                 for s in steps {
+                    // A path through `None` (a missing nested row) is `None`, as in SQL.
+                    if matches!(cur, Rec::None) {
+                        return Ok(Rec::None);
+                    }
                     let next = match s {
                         Step::Name(n) => cur.field(n),
                         Step::Index(i) => cur.item(*i),

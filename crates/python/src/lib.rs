@@ -11,6 +11,7 @@
 //!   into one operator that enters Python once per batch;
 //! - [`expr`] and [`agg`]: native expressions and built-in aggregates, which run no Python;
 //! - [`process`]: Python `KeyedProcessFunction`s with keyed state and timers;
+//! - [`nexmark`]: the Nexmark generator as a source;
 //! - [`sinks`]: the `print()` sink;
 //! - [`run`]: `execute`, on a job thread, with Ctrl-C handled by Python's own handler.
 //!
@@ -18,6 +19,7 @@
 
 mod agg;
 mod expr;
+mod nexmark;
 mod plan;
 mod process;
 mod record;

@@ -443,6 +443,25 @@ impl<'py> Builder<'py> {
                 let s = self.env.from_source(src).map(|v: u64| Rec::Int(v as i64));
                 Built::Stream(named(s))
             }
+            "nexmark" => {
+                let mut config = spate_nexmark::generator::GeneratorConfig {
+                    events: opt(node, "events")?,
+                    ..Default::default()
+                };
+                if let Some(seed) = opt(node, "seed")? {
+                    config.seed = seed;
+                }
+                if let Some(rate) = opt(node, "event_rate")? {
+                    config.rate = rate;
+                }
+                config.partitions = opt(node, "partitions")?.unwrap_or(config.partitions);
+                let src = spate_nexmark::source::NexmarkSource::new(config, opt(node, "rate")?)
+                    .map_err(|e| PyValueError::new_err(e.to_string()))?;
+                let s = labelled(self.env.from_source(src), &name, &uid)
+                    .map(crate::nexmark::event_row)
+                    .name("to rows");
+                Built::Stream(s)
+            }
             "text_file" => {
                 let path: String = get(node, "path")?;
                 let src = JsonLinesSource::<Rec>::with_decoder(

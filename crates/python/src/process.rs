@@ -291,9 +291,7 @@ impl MapState {
                     out.push(match part {
                         0 => to_py(py, k)?,
                         1 => to_py(py, v)?,
-                        _ => (to_py(py, k)?, to_py(py, v)?)
-                            .into_pyobject(py)?
-                            .into_any(),
+                        _ => (to_py(py, k)?, to_py(py, v)?).into_pyobject(py)?.into_any(),
                     });
                 }
             }
@@ -318,7 +316,9 @@ impl MapState {
 
     /// Whether the map has no entry.
     fn is_empty(&self) -> PyResult<bool> {
-        with_slot(self.slot, |s| Ok(!matches!(s, Slot::Map(m) if !m.is_empty())))
+        with_slot(self.slot, |s| {
+            Ok(!matches!(s, Slot::Map(m) if !m.is_empty()))
+        })
     }
 
     /// Removes every entry.
@@ -379,7 +379,10 @@ impl Context {
 
     /// Calls `on_timer` once the watermark reaches `timestamp`.
     fn register_event_time_timer(&self, timestamp: i64) {
-        TIMERS.with(|t| t.borrow_mut().push(TimerOp::Register(TimeDomain::EventTime, timestamp)));
+        TIMERS.with(|t| {
+            t.borrow_mut()
+                .push(TimerOp::Register(TimeDomain::EventTime, timestamp))
+        });
     }
 
     /// Calls `on_timer` once the wall clock passes `timestamp`.
@@ -391,7 +394,10 @@ impl Context {
     }
 
     fn delete_event_time_timer(&self, timestamp: i64) {
-        TIMERS.with(|t| t.borrow_mut().push(TimerOp::Delete(TimeDomain::EventTime, timestamp)));
+        TIMERS.with(|t| {
+            t.borrow_mut()
+                .push(TimerOp::Delete(TimeDomain::EventTime, timestamp))
+        });
     }
 
     fn delete_processing_time_timer(&self, timestamp: i64) {
@@ -437,7 +443,9 @@ impl PyKeyedProcess {
                 let ret = match value {
                     Some(v) => {
                         let v = match (self.paired, v) {
-                            (true, Rec::Tuple(mut p)) if p.len() == 2 => p.pop().unwrap_or_default(),
+                            (true, Rec::Tuple(mut p)) if p.len() == 2 => {
+                                p.pop().unwrap_or_default()
+                            }
                             (_, v) => v,
                         };
                         f.call_method1("process_element", (to_py(py, &v)?, pyctx))?
