@@ -461,15 +461,51 @@ class WindowedStream(DataStream):
             self._env._functions.append(reduce_function)
         return self._then({"op": "window_reduce", "fn": fn})
 
-    def aggregate(self, *aggregates: Any) -> DataStream:
-        """Aggregates each window with built-in aggregates (:mod:`spate.agg`), in Rust. The
-        result is a row of the key, ``window_start``, ``window_end`` and the aggregates."""
+    def aggregate(self, *aggregates: Any, window_function: Any = None) -> DataStream:
+        """Aggregates each window incrementally.
+
+        With built-in aggregates (:mod:`spate.agg`, any number) it runs in Rust, and the
+        result is a row of the key, ``window_start``, ``window_end`` and the aggregates. With
+        a Python :class:`~spate.functions.AggregateFunction` (PyFlink's form) the result is
+        its ``get_result``, or what ``window_function`` (a ``ProcessWindowFunction``) makes
+        of it."""
         from spate.agg import Agg
+        from spate.functions import AggregateFunction
+        if len(aggregates) == 1 and isinstance(aggregates[0], AggregateFunction):
+            f = aggregates[0]
+            self._env._functions.append(f)
+            return self._then({"op": "window_py_aggregate", "fn": f,
+                               "window_fn": self._window_fn(window_function)})
         if not aggregates or not all(isinstance(a, Agg) for a in aggregates):
-            raise TypeError("aggregate takes built-in aggregates (spate.agg.count(), ...); "
-                            "a Python AggregateFunction is not supported yet")
+            raise TypeError("aggregate takes built-in aggregates (spate.agg.count(), ...) or "
+                            "one AggregateFunction")
+        if window_function is not None:
+            raise TypeError("a window function goes with an AggregateFunction; built-in "
+                            "aggregates give the window's bounds themselves")
         names = [a.name for a in aggregates]
         if len(set(names)) != len(names):
             raise ValueError(f"two aggregates have the same name: {names} (use .alias)")
         return self._then({"op": "window_aggregate", "aggs": [a._spec() for a in aggregates],
                            "key_name": self._node.get("key_name", "key")})
+
+    def process(self, process_window_function: Any) -> DataStream:
+        """Runs a :class:`~spate.functions.ProcessWindowFunction` on each fired window's
+        elements (the window keeps them until it fires)."""
+        return self._then({"op": "window_process",
+                           "window_fn": self._window_fn(process_window_function)})
+
+    def _window_fn(self, f: Any) -> Any:
+        """The engine's form of a ``ProcessWindowFunction``: a callable of the key, the
+        window's bounds, the clocks and the elements."""
+        from spate.functions import ProcessWindowFunction
+        from spate.window import TimeWindow
+        if f is None:
+            return None
+        if not isinstance(f, ProcessWindowFunction):
+            raise TypeError("a window function is a ProcessWindowFunction")
+        self._env._functions.append(f)
+        Context = ProcessWindowFunction.Context
+
+        def call(key: Any, start: int, end: int, wm: int, pt: int, elements: list) -> Any:
+            return f.process(key, Context(TimeWindow(start, end), wm, pt), elements)
+        return call

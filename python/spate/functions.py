@@ -11,7 +11,8 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 __all__ = ["Function", "RuntimeContext", "MapFunction", "FlatMapFunction", "FilterFunction",
-           "KeySelector", "ReduceFunction", "KeyedProcessFunction"]
+           "KeySelector", "ReduceFunction", "KeyedProcessFunction", "AggregateFunction",
+           "ProcessWindowFunction"]
 
 
 class RuntimeContext:
@@ -115,3 +116,47 @@ class KeyedProcessFunction(Function):
 
     def on_timer(self, timestamp: int, ctx: Any) -> Iterable[Any]:
         return ()
+
+
+class AggregateFunction(Function):
+    """An incremental aggregate of a window (PyFlink's ``AggregateFunction``). Runs Python
+    per record; the built-in aggregates of :mod:`spate.agg` do not. The accumulator is kept
+    by the engine between calls (so it is checkpointed): return it from ``add`` and
+    ``merge``."""
+
+    def create_accumulator(self) -> Any:
+        raise NotImplementedError
+
+    def add(self, value: Any, accumulator: Any) -> Any:
+        raise NotImplementedError
+
+    def get_result(self, accumulator: Any) -> Any:
+        raise NotImplementedError
+
+    def merge(self, acc_a: Any, acc_b: Any) -> Any:
+        raise NotImplementedError
+
+
+class ProcessWindowFunction(Function):
+    """A function of a fired window's elements (PyFlink's ``ProcessWindowFunction``):
+    ``process(key, context, elements)`` yields the window's outputs; ``context.window()``
+    is its :class:`~spate.window.TimeWindow`."""
+
+    class Context:
+        """What ``process`` learns about the window."""
+
+        def __init__(self, window: Any, watermark: int, processing_time: int):
+            self._window, self._wm, self._pt = window, watermark, processing_time
+
+        def window(self) -> Any:
+            return self._window
+
+        def current_watermark(self) -> int:
+            return self._wm
+
+        def current_processing_time(self) -> int:
+            return self._pt
+
+    def process(self, key: Any, context: "ProcessWindowFunction.Context",
+                elements: Iterable[Any]) -> Iterable[Any]:
+        raise NotImplementedError

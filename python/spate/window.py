@@ -6,9 +6,30 @@ from typing import Any
 
 from spate.common import millis
 
-__all__ = ["WindowAssigner", "TumblingEventTimeWindows", "SlidingEventTimeWindows",
+__all__ = ["TimeWindow", "WindowAssigner", "TumblingEventTimeWindows", "SlidingEventTimeWindows",
            "EventTimeSessionWindows", "TumblingProcessingTimeWindows",
            "SlidingProcessingTimeWindows", "ProcessingTimeSessionWindows"]
+
+
+class TimeWindow:
+    """A window of time ``[start, end)``, epoch milliseconds (PyFlink's ``TimeWindow``)."""
+
+    __slots__ = ("start", "end")
+
+    def __init__(self, start: int, end: int):
+        self.start, self.end = start, end
+
+    def max_timestamp(self) -> int:
+        return self.end - 1
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, TimeWindow) and (other.start, other.end) == (self.start, self.end)
+
+    def __hash__(self) -> int:
+        return hash((self.start, self.end))
+
+    def __repr__(self) -> str:
+        return f"TimeWindow(start={self.start}, end={self.end})"
 
 
 class WindowAssigner:

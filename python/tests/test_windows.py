@@ -75,3 +75,64 @@ def test_window_reduce_in_python(env):
     for r in rows:
         acc[(r.key, r.ts // 1000)] += r.price
     assert sorted((r.key, r.price) for r in out) == sorted((k, v) for (k, _), v in acc.items())
+
+
+
+
+def test_a_python_aggregate_function_with_a_window_function(env):
+    from spate.functions import AggregateFunction, ProcessWindowFunction
+
+    class Average(AggregateFunction):
+        def create_accumulator(self):
+            return (0, 0)
+
+        def add(self, value, acc):
+            return (acc[0] + value.price, acc[1] + 1)
+
+        def get_result(self, acc):
+            return acc[0] / acc[1]
+
+        def merge(self, a, b):
+            return (a[0] + b[0], a[1] + b[1])
+
+    class Label(ProcessWindowFunction):
+        def process(self, key, context, elements):
+            (avg,) = elements
+            w = context.window()
+            yield (key, w.start, w.end, round(avg, 6))
+
+    rows = events(300)
+    strategy = (WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_millis(500))
+                .with_timestamp_assigner(col("ts")))
+    out = (env.from_collection(rows).assign_timestamps_and_watermarks(strategy)
+           .key_by(lambda r: r.key)
+           .window(TumblingEventTimeWindows.of(Duration.of_seconds(1)))
+           .aggregate(Average(), window_function=Label())
+           .execute_and_collect())
+    acc = defaultdict(list)
+    for r in rows:
+        acc[(r.key, r.ts - r.ts % 1000)].append(r.price)
+    assert sorted(out) == sorted((k, s, s + 1000, round(sum(v) / len(v), 6))
+                                 for (k, s), v in acc.items())
+
+
+def test_a_process_window_function_sees_every_element(env):
+    from spate.functions import ProcessWindowFunction
+    from spate.window import EventTimeSessionWindows
+
+    class Spans(ProcessWindowFunction):
+        def process(self, key, context, elements):
+            ts = sorted(e.ts for e in elements)
+            yield (key, context.window().start, context.window().end, ts)
+
+    rows = [Row(key=k, price=0, ts=t) for k, t in
+            [("a", 0), ("a", 400), ("b", 100), ("a", 3000), ("b", 5000), ("b", 5200)]]
+    strategy = WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_millis(0)) \
+        .with_timestamp_assigner(col("ts"))
+    out = (env.from_collection(rows).assign_timestamps_and_watermarks(strategy)
+           .key_by("key")
+           .window(EventTimeSessionWindows.with_gap(Duration.of_seconds(1)))
+           .process(Spans())
+           .execute_and_collect())
+    assert sorted(out) == [("a", 0, 1400, [0, 400]), ("a", 3000, 4000, [3000]),
+                           ("b", 100, 1100, [100]), ("b", 5000, 6200, [5000, 5200])]

@@ -688,7 +688,7 @@ impl<'py> Builder<'py> {
                 let k = self.keyed(inputs[0])?;
                 Built::Window(node.clone().unbind(), k)
             }
-            "window_aggregate" | "window_reduce" => {
+            "window_aggregate" | "window_reduce" | "window_process" | "window_py_aggregate" => {
                 let (spec, k) = match self.take(inputs[0])? {
                     Built::Window(spec, k) => (spec, k),
                     _ => {
@@ -968,17 +968,124 @@ fn set_slot(r: &Rec, slot: &Slot, v: Rec) -> Rec {
     r
 }
 
-/// The function of a window: native aggregates or a Python reduce.
+/// The function of a window: native aggregates, or Python's reduce, `AggregateFunction`
+/// (with an optional window function) or `ProcessWindowFunction`.
 enum WindowFn {
     Native(Aggregates),
     PyReduce(Arc<Py<PyAny>>),
+    PyAggregate(PyAgg, Option<Arc<Py<PyAny>>>),
+    PyProcess(Arc<Py<PyAny>>),
+}
+
+/// A Python `AggregateFunction` as the engine's: the accumulator crosses into Python for
+/// each `add` and is kept as a record between calls.
+#[derive(Clone)]
+struct PyAgg {
+    f: Arc<Py<PyAny>>,
+    value: fn(&Rec) -> &Rec,
+}
+
+impl PyAgg {
+    fn call(
+        &self,
+        method: &str,
+        args: impl FnOnce(Python<'_>) -> PyResult<Vec<Bound<'_, PyAny>>>,
+    ) -> Rec {
+        let out = Python::attach(|py| {
+            PYTHON_CALLS.fetch_add(1, Ordering::Relaxed);
+            let r: PyResult<Rec> = (|| {
+                let args = pyo3::types::PyTuple::new(py, args(py)?)?;
+                from_py(&self.f.bind(py).call_method1(method, args)?)
+            })();
+            r.map_err(|e| python_error(py, e))
+        });
+        out.unwrap_or_else(|m| std::panic::panic_any(m))
+    }
+}
+
+impl spate_dataflow::AggregateFunction<Rec> for PyAgg {
+    type Acc = Rec;
+    type Out = Rec;
+
+    fn create_accumulator(&self) -> Rec {
+        self.call("create_accumulator", |_| Ok(Vec::new()))
+    }
+
+    fn add(&self, value: &Rec, acc: &mut Rec) {
+        let v = (self.value)(value);
+        *acc = self.call("add", |py| Ok(vec![to_py(py, v)?, to_py(py, acc)?]));
+    }
+
+    fn get_result(&self, acc: &Rec) -> Rec {
+        self.call("get_result", |py| Ok(vec![to_py(py, acc)?]))
+    }
+
+    fn merge(&self, a: Rec, b: Rec) -> Rec {
+        self.call("merge", |py| Ok(vec![to_py(py, &a)?, to_py(py, &b)?]))
+    }
+}
+
+/// Calls a window function `wf(key, start, end, watermark, processing_time, elements)`
+/// (the Python side wraps PyFlink's `ProcessWindowFunction.process`), pushing its outputs.
+fn call_window_fn(
+    wf: &Py<PyAny>,
+    key: &Rec,
+    ctx: &WindowContext<'_, TimeWindow>,
+    elements: &mut dyn Iterator<Item = &Rec>,
+    out: &mut Vec<Rec>,
+) {
+    let r = Python::attach(|py| {
+        PYTHON_CALLS.fetch_add(1, Ordering::Relaxed);
+        let r: PyResult<()> = (|| {
+            let items = elements
+                .map(|e| to_py(py, e))
+                .collect::<PyResult<Vec<_>>>()?;
+            let ret = wf.bind(py).call1((
+                to_py(py, key)?,
+                ctx.window.start,
+                ctx.window.end,
+                ctx.current_watermark,
+                ctx.current_processing_time,
+                PyList::new(py, items)?,
+            ))?;
+            if !ret.is_none() {
+                for item in ret.try_iter()? {
+                    out.push(from_py(&item?)?);
+                }
+            }
+            Ok(())
+        })();
+        r.map_err(|e| python_error(py, e))
+    });
+    if let Err(m) = r {
+        std::panic::panic_any(m)
+    }
 }
 
 impl WindowFn {
-    fn new(_py: Python<'_>, node: &Bound<'_, PyDict>, op: &str, _k: &Keyed) -> PyResult<Self> {
+    fn new(_py: Python<'_>, node: &Bound<'_, PyDict>, op: &str, k: &Keyed) -> PyResult<Self> {
         if op == "window_reduce" {
             let f: Py<PyAny> = get(node, "fn")?;
             return Ok(WindowFn::PyReduce(Arc::new(f)));
+        }
+        if op == "window_process" {
+            let f: Py<PyAny> = get(node, "window_fn")?;
+            return Ok(WindowFn::PyProcess(Arc::new(f)));
+        }
+        if op == "window_py_aggregate" {
+            let f: Py<PyAny> = get(node, "fn")?;
+            let wf: Option<Py<PyAny>> = opt(node, "window_fn")?;
+            let value = match k.key {
+                KeyOf::Paired => paired_value,
+                KeyOf::Native => same_value,
+            };
+            return Ok(WindowFn::PyAggregate(
+                PyAgg {
+                    f: Arc::new(f),
+                    value,
+                },
+                wf.map(Arc::new),
+            ));
         }
         let aggs: Bound<'_, PyList> = get(node, "aggs")?;
         let specs = aggs
@@ -1025,6 +1132,30 @@ impl WindowFn {
                     },
                 )
             }
+            WindowFn::PyAggregate(agg, wf) => w.aggregate_with(
+                agg,
+                move |key: &Rec,
+                      ctx: &WindowContext<'_, TimeWindow>,
+                      v: Rec,
+                      out: &mut Vec<Rec>| {
+                    match &wf {
+                        Some(wf) => call_window_fn(wf, key, ctx, &mut std::iter::once(&v), out),
+                        None => out.push(v),
+                    }
+                },
+            ),
+            WindowFn::PyProcess(wf) => w.process(
+                move |key: &Rec,
+                      ctx: &WindowContext<'_, TimeWindow>,
+                      items: &[Rec],
+                      out: &mut Vec<Rec>| {
+                    let value = match kk {
+                        KeyOf::Paired => paired_value,
+                        KeyOf::Native => same_value,
+                    };
+                    call_window_fn(&wf, key, ctx, &mut items.iter().map(value), out)
+                },
+            ),
             WindowFn::PyReduce(f) => {
                 let s = w.reduce(move |a: Rec, b: Rec| {
                     let out = Python::attach(|py| {
