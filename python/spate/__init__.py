@@ -16,7 +16,8 @@ from spate import _native
 from spate import agg
 from spate import functions, state, window, connectors, expr
 from spate.common import Duration, Row, Time, TimestampAssigner, TypeInformation, Types, WatermarkStrategy
-from spate.datastream import (CheckpointingMode, CloseableIterator, DataStream, JobExecutionError,
+from spate.datastream import (CheckpointingMode, CloseableIterator, ConnectedStreams, DataStream,
+                              JobExecutionError,
                               JobExecutionResult, KeyedStream, RestartStrategies,
                               StreamExecutionEnvironment, WindowedStream)
 from spate.expr import col, lit
@@ -25,7 +26,7 @@ __version__: str = _native.version()
 """The version of Spate (the Cargo workspace's version)."""
 
 __all__ = ["StreamExecutionEnvironment", "DataStream", "KeyedStream", "WindowedStream",
-           "JobExecutionResult", "JobExecutionError", "CloseableIterator", "RestartStrategies",
+           "ConnectedStreams", "JobExecutionResult", "JobExecutionError", "CloseableIterator", "RestartStrategies",
            "CheckpointingMode", "Duration", "Time", "Types", "TypeInformation", "Row",
            "WatermarkStrategy", "TimestampAssigner", "col", "lit", "agg", "functions", "state",
            "window", "connectors", "expr", "__version__"]

@@ -358,6 +358,13 @@ class DataStream:
                 raise ValueError("union takes streams of the same environment")
         return self._then({"op": "union"}, inputs=[self._id, *(s._id for s in streams)])
 
+    def connect(self, other: "DataStream") -> "ConnectedStreams":
+        """Connects two streams of possibly different types, for a ``CoMapFunction``,
+        ``CoFlatMapFunction`` or (keyed) ``KeyedCoProcessFunction``."""
+        if not isinstance(other, DataStream) or other._env is not self._env:
+            raise ValueError("connect takes a stream of the same environment")
+        return ConnectedStreams(self, other)
+
     def rebalance(self) -> "DataStream":
         return self._then({"op": "rebalance"})
 
@@ -509,3 +516,82 @@ class WindowedStream(DataStream):
         def call(key: Any, start: int, end: int, wm: int, pt: int, elements: list) -> Any:
             return f.process(key, Context(TimeWindow(start, end), wm, pt), elements)
         return call
+
+
+class ConnectedStreams:
+    """Two connected streams (PyFlink's ``ConnectedStreams``). The engine runs them as one
+    stream of tagged records (a union, whose watermark is the lesser of the two), so each
+    input keeps its order and a keyed function sees both inputs' records of a key."""
+
+    def __init__(self, first: DataStream, second: DataStream,
+                 keys: tuple[Any, Any] | None = None):
+        self._first, self._second, self._keys = first, second, keys
+
+    def _tagged(self) -> DataStream:
+        from spate.expr import lit, tuple_
+        a = self._first.map(tuple_(lit(0), col("*"))).name("connect (first)")
+        b = self._second.map(tuple_(lit(1), col("*"))).name("connect (second)")
+        return a.union(b).name("connect")
+
+    def map(self, func: Any, output_type: TypeInformation | None = None) -> DataStream:
+        from spate.functions import CoMapFunction
+        if not isinstance(func, CoMapFunction):
+            raise TypeError("map on connected streams takes a CoMapFunction")
+        self._first._env._functions.append(func)
+        m1, m2 = func.map1, func.map2
+        return self._tagged().map(lambda t: m1(t[1]) if t[0] == 0 else m2(t[1])).name("co_map")
+
+    def flat_map(self, func: Any, output_type: TypeInformation | None = None) -> DataStream:
+        from spate.functions import CoFlatMapFunction
+        if not isinstance(func, CoFlatMapFunction):
+            raise TypeError("flat_map on connected streams takes a CoFlatMapFunction")
+        self._first._env._functions.append(func)
+        f1, f2 = func.flat_map1, func.flat_map2
+        return self._tagged().flat_map(
+            lambda t: f1(t[1]) if t[0] == 0 else f2(t[1])).name("co_flat_map")
+
+    def key_by(self, key_selector1: Any, key_selector2: Any,
+               key_type: TypeInformation | None = None) -> "ConnectedStreams":
+        """Keys both inputs (a field name, a position or a function each)."""
+        return ConnectedStreams(self._first, self._second, (key_selector1, key_selector2))
+
+    def process(self, func: Any, output_type: TypeInformation | None = None) -> DataStream:
+        from spate.functions import KeyedCoProcessFunction
+        if self._keys is None:
+            raise TypeError("process on connected streams needs key_by(key1, key2) first")
+        if not isinstance(func, KeyedCoProcessFunction):
+            raise TypeError("process on connected keyed streams takes a KeyedCoProcessFunction")
+
+        def selector(spec: Any) -> Callable[[Any], Any]:
+            if isinstance(spec, (str, int)) and not isinstance(spec, bool):
+                return lambda v: v[spec]
+            if isinstance(spec, Expr):
+                raise TypeError("key connected streams by a field name, a position or a function")
+            return _callable(spec, "get_key", "key_by")
+
+        k1, k2 = selector(self._keys[0]), selector(self._keys[1])
+        if all(isinstance(k, str) for k in self._keys) and self._keys[0] == self._keys[1]:
+            keyed = self._tagged().key_by(col(f"1.{self._keys[0]}"))
+        else:
+            keyed = self._tagged().key_by(lambda t: k1(t[1]) if t[0] == 0 else k2(t[1]))
+        return keyed.process(_CoProcess(func)).name("co_process")
+
+
+class _CoProcess(KeyedProcessFunction):
+    """A ``KeyedCoProcessFunction`` over the tagged records of connected streams."""
+
+    def __init__(self, f: Any):
+        self._f = f
+
+    def open(self, runtime_context: Any) -> None:
+        self._f.open(runtime_context)
+
+    def close(self) -> None:
+        self._f.close()
+
+    def process_element(self, value: Any, ctx: Any) -> Any:
+        tag, v = value
+        return (self._f.process_element1 if tag == 0 else self._f.process_element2)(v, ctx)
+
+    def on_timer(self, timestamp: int, ctx: Any) -> Any:
+        return self._f.on_timer(timestamp, ctx)

@@ -12,7 +12,8 @@ from typing import Any, Iterable
 
 __all__ = ["Function", "RuntimeContext", "MapFunction", "FlatMapFunction", "FilterFunction",
            "KeySelector", "ReduceFunction", "KeyedProcessFunction", "AggregateFunction",
-           "ProcessWindowFunction"]
+           "ProcessWindowFunction", "CoMapFunction", "CoFlatMapFunction",
+           "KeyedCoProcessFunction"]
 
 
 class RuntimeContext:
@@ -160,3 +161,38 @@ class ProcessWindowFunction(Function):
     def process(self, key: Any, context: "ProcessWindowFunction.Context",
                 elements: Iterable[Any]) -> Iterable[Any]:
         raise NotImplementedError
+
+
+class CoMapFunction(Function):
+    """A map of two connected streams: ``map1`` for the first's records, ``map2`` for the
+    second's."""
+
+    def map1(self, value: Any) -> Any:
+        raise NotImplementedError
+
+    def map2(self, value: Any) -> Any:
+        raise NotImplementedError
+
+
+class CoFlatMapFunction(Function):
+    """A flat map of two connected streams."""
+
+    def flat_map1(self, value: Any) -> Iterable[Any]:
+        raise NotImplementedError
+
+    def flat_map2(self, value: Any) -> Iterable[Any]:
+        raise NotImplementedError
+
+
+class KeyedCoProcessFunction(Function):
+    """A process function of two connected keyed streams with shared keyed state and
+    timers (PyFlink's ``KeyedCoProcessFunction``)."""
+
+    def process_element1(self, value: Any, ctx: Any) -> Iterable[Any]:
+        raise NotImplementedError
+
+    def process_element2(self, value: Any, ctx: Any) -> Iterable[Any]:
+        raise NotImplementedError
+
+    def on_timer(self, timestamp: int, ctx: Any) -> Iterable[Any]:
+        return ()

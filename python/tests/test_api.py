@@ -262,3 +262,58 @@ def test_functools_partial_is_a_function(env):
 
 def test_lit_compares(env):
     assert collect(env.from_collection([1, 5]).filter(col("*") > lit(2))) == [5]
+
+
+def test_connect_co_map_and_co_flat_map(env):
+    from spate.functions import CoFlatMapFunction, CoMapFunction
+
+    class Tag(CoMapFunction):
+        def map1(self, v):
+            return ("num", v * 2)
+
+        def map2(self, v):
+            return ("str", v.upper())
+
+    class Split(CoFlatMapFunction):
+        def flat_map1(self, v):
+            return [v] * v
+
+        def flat_map2(self, v):
+            yield from v
+
+    nums, strs = env.from_collection([1, 2, 3]), env.from_collection(["a", "bc"])
+    assert sorted(collect(nums.connect(strs).map(Tag()))) == sorted(
+        [("num", 2), ("num", 4), ("num", 6), ("str", "A"), ("str", "BC")])
+    nums, strs = env.from_collection([1, 2]), env.from_collection(["xy"])
+    assert sorted(map(str, collect(nums.connect(strs).flat_map(Split())))) == ["1", "2", "2",
+                                                                               "x", "y"]
+
+
+def test_keyed_co_process_shares_state_between_inputs(env):
+    from spate.functions import KeyedCoProcessFunction
+    from spate.state import ValueStateDescriptor
+
+    class Enrich(KeyedCoProcessFunction):
+        """Orders wait for their customer's name; later orders use it at once."""
+
+        def open(self, ctx):
+            self.name = ctx.get_state(ValueStateDescriptor("name"))
+            self.waiting = ctx.get_list_state(__import__("spate").state.ListStateDescriptor("w"))
+
+        def process_element1(self, order, ctx):
+            name = self.name.value()
+            if name is None:
+                self.waiting.add(order)
+            else:
+                yield (order["id"], name)
+
+        def process_element2(self, customer, ctx):
+            self.name.update(customer["name"])
+            for o in self.waiting.get():
+                yield (o["id"], customer["name"])
+            self.waiting.clear()
+
+    orders = env.from_collection([{"id": i, "cust": i % 3} for i in range(9)])
+    customers = env.from_collection([{"cust": c, "name": f"c{c}"} for c in range(3)])
+    out = collect(orders.connect(customers).key_by("cust", "cust").process(Enrich()))
+    assert sorted(out) == [(i, f"c{i % 3}") for i in range(9)]
