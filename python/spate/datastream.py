@@ -150,10 +150,20 @@ class StreamExecutionEnvironment:
         self._config["checkpoint_dir"] = p if "://" in p else os.path.abspath(p)
         return self
 
-    def set_restore(self, what: str) -> "StreamExecutionEnvironment":
+    def set_restore(self, what: str, allow_non_restored_state: bool = False) -> "StreamExecutionEnvironment":
         """Restores at start: ``"latest"`` (the newest checkpoint) or a checkpoint or
-        savepoint location."""
-        self._config["restore"] = what
+        savepoint location, onto any parallelism. State belongs to operators' uids; with
+        ``allow_non_restored_state`` the state of uids the job no longer has is dropped
+        (Flink's ``--allowNonRestoredState``) instead of failing the restore."""
+        self._config["restore"] = what if what == "latest" or "://" in what else os.path.abspath(what)
+        self._config["allow_non_restored_state"] = bool(allow_non_restored_state)
+        return self
+
+    def set_savepoint_dir(self, path: str) -> "StreamExecutionEnvironment":
+        """Writes a savepoint there when the job ends (its input ends, or a stop): restore
+        it later with :meth:`set_restore`, on any number of workers."""
+        p = os.fspath(path)
+        self._config["savepoint_dir"] = p if "://" in p else os.path.abspath(p)
         return self
 
     def set_restart_strategy(self, strategy: dict) -> "StreamExecutionEnvironment":

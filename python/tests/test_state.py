@@ -148,3 +148,29 @@ def test_an_exception_in_process_element_fails_the_job(env):
         env.execute()
     assert "ValueError: bad 7" in str(info.value)
     assert isinstance(info.value.__cause__, ValueError)
+
+
+@pytest.mark.parametrize("before,after", [(2, 1), (1, 2)])
+def test_python_state_restores_onto_another_number_of_workers(tmp_path, before, after):
+    first = [f"k{i % 13}" for i in range(500)]
+    second = [f"k{i % 17}" for i in range(300)]
+
+    def job(workers, data, uid):
+        env = StreamExecutionEnvironment.get_execution_environment().set_parallelism(workers)
+        env.set_rest(False)
+        env.enable_checkpointing(100)
+        env.set_checkpoint_dir(str(tmp_path / f"ckpt-{uid}"))
+        return env, env.from_collection(data).uid(uid).key_by(lambda w: w) \
+            .process(CountPerKey()).uid("count")
+
+    env, s = job(before, first, "source-1")
+    env.set_savepoint_dir(str(tmp_path / "savepoint"))
+    list(s.execute_and_collect())
+    env, s = job(after, second, "source-2")
+    env.set_restore(str(tmp_path / "savepoint"), allow_non_restored_state=True)
+    out = list(s.execute_and_collect())
+    final = {}
+    for k, n in out:
+        final[k] = max(final.get(k, 0), n)
+    want = Counter(first) + Counter(second)
+    assert final == {k: want[k] for k in set(second)}

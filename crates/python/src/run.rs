@@ -74,6 +74,9 @@ fn job_config(d: &Bound<'_, PyDict>) -> PyResult<JobConfig> {
     if let Some(r) = get_opt::<String>(d, "restore")? {
         c.restore = Some(r);
     }
+    if let Some(a) = get_opt::<bool>(d, "allow_non_restored_state")? {
+        c.allow_non_restored_state = a;
+    }
     if let Some(s) = get_opt::<String>(d, "savepoint_dir")? {
         c.savepoint_dir = Some(s);
     }
