@@ -16,7 +16,7 @@ from typing import Any
 from spate.common import TypeInformation, millis
 
 __all__ = ["Source", "FileSource", "StreamFormat", "NumberSequenceSource", "SocketSource",
-           "NexmarkSource",
+           "NexmarkSource", "SensorSource",
            "FileSink", "Encoder", "RollingPolicy", "OutputFileConfig", "dead_letter"]
 
 
@@ -165,6 +165,29 @@ class NexmarkSource(Source):
     def _node(self) -> dict:
         return {"op": "nexmark", "events": self.events, "seed": self.seed, "rate": self.rate,
                 "event_rate": self.event_rate}
+
+
+class SensorSource(Source):
+    """The forest-sensor generator: ``sensors`` sensors (50 per area), one reading each
+    every 5 s of event time for ``rounds`` rounds, as rows of ``sensor_id``, ``area``,
+    ``timestamp_ms``, ``temperature`` (°C) and ``smoke``. Deterministic for a seed, whatever
+    the number of workers; each sensor's readings come in event-time order. Its event time
+    is ``timestamp_ms``."""
+
+    __slots__ = ("seed", "sensors", "rounds", "rate")
+
+    def __init__(self, seed: int = 7, sensors: int | None = None, rounds: int | None = None,
+                 rate: float | None = None):
+        self.seed, self.sensors, self.rounds, self.rate = seed, sensors, rounds, rate
+
+    @staticmethod
+    def event_time():
+        from spate.expr import col
+        return col("timestamp_ms")
+
+    def _node(self) -> dict:
+        return {"op": "sensors", "seed": self.seed, "sensors": self.sensors,
+                "rounds": self.rounds, "rate": self.rate}
 
 
 class Encoder:

@@ -462,6 +462,38 @@ impl<'py> Builder<'py> {
                     .name("to rows");
                 Built::Stream(s)
             }
+            "sensors" => {
+                let mut src = spate_connectors::SensorSource::new(opt(node, "seed")?.unwrap_or(7));
+                if let Some(n) = opt(node, "sensors")? {
+                    src = src.sensors(n);
+                }
+                if let Some(r) = opt(node, "rounds")? {
+                    src = src.rounds(r);
+                }
+                if let Some(rate) = opt(node, "rate")? {
+                    src = src.rate(rate);
+                }
+                let names = intern(
+                    ["sensor_id", "area", "timestamp_ms", "temperature", "smoke"]
+                        .map(String::from)
+                        .to_vec(),
+                );
+                let s = labelled(self.env.from_source(src), &name, &uid)
+                    .map(move |r: spate_connectors::SensorReading| {
+                        Rec::Row(
+                            Some(Arc::clone(&names)),
+                            vec![
+                                Rec::Int(i64::from(r.sensor_id)),
+                                Rec::Int(i64::from(r.area)),
+                                Rec::Int(r.timestamp_ms),
+                                Rec::Float(r.temperature),
+                                Rec::Bool(r.smoke),
+                            ],
+                        )
+                    })
+                    .name("to rows");
+                Built::Stream(s)
+            }
             "text_file" => {
                 let path: String = get(node, "path")?;
                 let src = JsonLinesSource::<Rec>::with_decoder(
