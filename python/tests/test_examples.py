@@ -59,3 +59,19 @@ def test_the_wordcount_example_runs(tmp_path):
                        env={"SPATE_REST": "off", "PATH": "/usr/bin:/bin"})
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["3", "b", "2", "a", "1", "c"]
+
+
+def test_the_readme_python_job_runs(tmp_path):
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    start = readme.index("```python\n", readme.index("### A job in Python")) + len("```python\n")
+    code = readme[start:readme.index("```", start)]
+    assert "NexmarkSource(events=1_000_000)" in code
+    code = code.replace("NexmarkSource(events=1_000_000)", "NexmarkSource(events=20_000)")
+    r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+                       text=True, timeout=120, env={"SPATE_REST": "off", "PATH": "/usr/bin:/bin"})
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    windows = [l for l in lines if "window_start=" in l]
+    jumps = [l for l in lines if l.lstrip("0123456789> ").startswith("(")]
+    assert windows and jumps, r.stdout[:2000]
+    assert any((tmp_path / "checkpoints").iterdir())
