@@ -395,7 +395,11 @@ class DataStream:
 
     def execute_and_collect(self, job_execution_name: str | None = None,
                             limit: int | None = None) -> CloseableIterator:
-        """Runs the job and returns this stream's records."""
+        """Runs the job and returns this stream's records (in one process: a job of several
+        processes writes to a sink instead)."""
+        if self._env._config.get("processes", 1) > 1:
+            raise RuntimeError("execute_and_collect runs a job in one process; a job of "
+                               "several processes writes its results to a sink (sink_to)")
         sink = self._then({"op": "collect"}, DataStreamSink)
         name = job_execution_name or "Spate Streaming Job"
         raw = self._env._run(name)

@@ -317,3 +317,9 @@ def test_keyed_co_process_shares_state_between_inputs(env):
     customers = env.from_collection([{"cust": c, "name": f"c{c}"} for c in range(3)])
     out = collect(orders.connect(customers).key_by("cust", "cust").process(Enrich()))
     assert sorted(out) == [(i, f"c{i % 3}") for i in range(9)]
+
+
+def test_collect_is_refused_on_several_processes(env):
+    env.set_processes(2)
+    with pytest.raises(RuntimeError, match="one process"):
+        env.from_collection([1]).execute_and_collect()
