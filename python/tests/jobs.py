@@ -48,5 +48,6 @@ def build():
 if __name__ == "__main__":
     result = build().execute("counting")
     if result.role in ("single", "supervisor"):
-        print(f"done role={result.role} stopped={result.stopped}", flush=True)
+        print(f"done role={result.role} stopped={result.stopped} "
+              f"restarts={result.metrics.get('numRestarts', 0)}", flush=True)
     sys.exit(0)

@@ -37,7 +37,7 @@ use spate_types::{BadRecordPolicy, DataType, Field, Schema, Value};
 
 use crate::agg::{AggSpec, Aggregates};
 use crate::expr::Expr;
-use crate::record::{from_py, intern, to_py, Names, Rec};
+use crate::record::{from_py, intern, into_py, to_py, Names, Rec};
 use crate::sinks::PrintSink;
 
 /// Python functions called by the running job (a job metric: 0 on an all-native plan).
@@ -158,7 +158,7 @@ impl PyStage {
                 Python::attach(|py| {
                     let r: PyResult<()> = (|| {
                         for (ts, rec) in batch.drain(..) {
-                            let obj = to_py(py, &rec)?;
+                            let obj = into_py(py, rec)?;
                             run_steps(&steps, obj, ts, out)?;
                         }
                         Ok(())
@@ -324,7 +324,7 @@ impl RowShape {
                 .zip(&self.nested)
                 .map(|(v, shape)| match (v, shape) {
                     (Value::List(inner), Some(shape)) => shape.rec(inner),
-                    (v, _) => Rec::from_value(&v),
+                    (v, _) => Rec::from_value_owned(v),
                 })
                 .collect(),
         )
@@ -531,7 +531,7 @@ impl<'py> Builder<'py> {
                             src = src.policy(p);
                         }
                         labelled(self.env.from_source(src), &name, &uid)
-                            .map(|v: Value| Rec::from_value(&v))
+                            .map(Rec::from_value_owned)
                             .name("to dicts")
                     }
                 };
@@ -561,7 +561,20 @@ impl<'py> Builder<'py> {
                     Fun::Native(e) => {
                         let s = self.stream(input)?;
                         let s = match op.as_str() {
-                            "map" => s.try_map(move |r: Rec| e.eval(&r)),
+                            "map" => match &*e {
+                                // A projection moves the field out instead of copying it.
+                                Expr::Col(_, steps) => {
+                                    let steps = steps.clone();
+                                    s.try_map(move |r: Rec| {
+                                        if crate::record::has_path(&r, &steps) {
+                                            Ok(r.take_path(&steps).unwrap_or_default())
+                                        } else {
+                                            e.eval(&r) // the error, naming the field
+                                        }
+                                    })
+                                }
+                                _ => s.try_map(move |r: Rec| e.eval(&r)),
+                            },
                             "filter" => s.try_filter(move |r: &Rec| e.eval(r).map(|v| v.truthy())),
                             _ => s.try_flat_map(move |r: Rec| match e.eval(&r)? {
                                 Rec::List(v) | Rec::Tuple(v) => Ok(v),

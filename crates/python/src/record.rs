@@ -140,20 +140,54 @@ impl Rec {
     }
 
     /// A record from the engine's dynamic [`Value`] (objects become `dict`s).
-    pub fn from_value(v: &Value) -> Rec {
+    pub fn from_value_owned(v: Value) -> Rec {
         match v {
             Value::Null => Rec::None,
-            Value::Bool(b) => Rec::Bool(*b),
-            Value::Int(i) => Rec::Int(*i),
-            Value::Float(f) => Rec::Float(*f),
-            Value::Str(s) => Rec::Str(s.clone()),
-            Value::List(items) => Rec::List(items.iter().map(Rec::from_value).collect()),
+            Value::Bool(b) => Rec::Bool(b),
+            Value::Int(i) => Rec::Int(i),
+            Value::Float(f) => Rec::Float(f),
+            Value::Str(s) => Rec::Str(s),
+            Value::List(items) => Rec::List(items.into_iter().map(Rec::from_value_owned).collect()),
             Value::Map(m) => Rec::Dict(
-                m.iter()
-                    .map(|(k, v)| (Rec::Str(k.clone()), Rec::from_value(v)))
+                m.into_iter()
+                    .map(|(k, v)| (Rec::Str(k), Rec::from_value_owned(v)))
                     .collect(),
             ),
         }
+    }
+
+    /// The value at a field path, moved out of the record (the rest is dropped): what a
+    /// projection such as `map(col("bid"))` gives, without a copy.
+    pub fn take_path(self, path: &[crate::expr::Step]) -> Option<Rec> {
+        let mut cur = self;
+        for step in path {
+            cur = match (step, cur) {
+                (_, Rec::None) => return Some(Rec::None),
+                (crate::expr::Step::Name(n), Rec::Row(Some(names), mut values)) => {
+                    let i = names.iter().position(|x| x == n)?;
+                    std::mem::take(values.get_mut(i)?)
+                }
+                (crate::expr::Step::Name(n), Rec::Dict(items)) => {
+                    items
+                        .into_iter()
+                        .find(|(k, _)| matches!(k, Rec::Str(s) if s == n))?
+                        .1
+                }
+                (
+                    crate::expr::Step::Index(i),
+                    Rec::Row(_, mut v) | Rec::Tuple(mut v) | Rec::List(mut v),
+                ) => {
+                    let j = if *i < 0 {
+                        v.len().checked_sub(i.unsigned_abs() as usize)?
+                    } else {
+                        *i as usize
+                    };
+                    std::mem::take(v.get_mut(j)?)
+                }
+                _ => return None,
+            };
+        }
+        Some(cur)
     }
 
     /// The record as a JSON object key: a string as it is, anything else as its text.
@@ -424,6 +458,34 @@ pub fn from_py(obj: &Bound<'_, PyAny>) -> PyResult<Rec> {
         return Ok(Rec::Bytes(b.as_bytes().to_vec()));
     }
     Ok(Rec::Pickled(pickle(obj)?))
+}
+
+/// Whether `path` leads somewhere in `r` (through `None`, it does: to `None`).
+pub fn has_path(r: &Rec, path: &[crate::expr::Step]) -> bool {
+    let mut cur = r;
+    for step in path {
+        if matches!(cur, Rec::None) {
+            return true;
+        }
+        let next = match step {
+            crate::expr::Step::Name(n) => cur.field(n),
+            crate::expr::Step::Index(i) => cur.item(*i),
+        };
+        match next {
+            Some(x) => cur = x,
+            None => return false,
+        }
+    }
+    true
+}
+
+/// Moves a record into a Python object (a row's values move into the lazy [`Row`]).
+pub fn into_py(py: Python<'_>, rec: Rec) -> PyResult<Bound<'_, PyAny>> {
+    match rec {
+        Rec::Row(names, values) => Ok(Bound::new(py, Row { names, values })?.into_any()),
+        Rec::Str(s) => Ok(PyString::new(py, &s).into_any()),
+        other => to_py(py, &other),
+    }
 }
 
 /// Converts a record into a Python object (a row becomes a lazy [`Row`]).
