@@ -15,7 +15,8 @@ the bid's fields; persons and auctions give a null ``bid`` and are filtered out 
   W1 native   q1's row built by one native ``format_string`` (no Python per record:
               python_calls must be 0, and is asserted)
   W1 concat   the same row from ``concat`` / ``str`` / ``lpad`` (also no Python)
-  W1 udf      q1's row formatted by a Python ``map`` per bid
+  W1 udf      q1's row formatted by a Python ``map`` per bid, fields read by name
+  W1 udf_pos  the same, fields read by position
   W2 native   event time from ``to_timestamp`` on dateTime, watermark max - --wait-ms;
               sliding windows of 10 s every 2 s counting bids per auction natively; a second
               stage keys the counts by window start and collects, per window, the maximum
@@ -25,7 +26,7 @@ the bid's fields; persons and auctions give a null ``bid`` and are filtered out 
   W3 native   flat_map of ``col("bid.extra").split(sep)``, empty tokens dropped, keyed by the
               word, counted by ``agg.count()`` in a tumbling event-time window of 2^62 ms: a
               stand-in for a global window that fires once at end of input
-  W3 udf      the same with the splitter in a Python flat_map
+  W3 udf      the same with the splitter in a Python flat_map (udf_pos: fields by position)
 
 Output goes through a FileSink (simple string encoder) into OUT.parts/, whose part files are
 concatenated into OUT after the timed run (as py_workloads.py does for Bytewax's parts).
@@ -41,7 +42,8 @@ import time
 SIZE_MS, SLIDE_MS = 10_000, 2_000
 ALL_TIME_MS = 1 << 62  # a tumbling window this long holds every event of the epoch era
 
-VARIANTS = {"W1": ["native", "concat", "udf"], "W2": ["native"], "W3": ["native", "udf"]}
+VARIANTS = {"W1": ["native", "concat", "udf", "udf_pos"], "W2": ["native"],
+            "W3": ["native", "udf", "udf_pos"]}
 
 
 def input_files(path):
@@ -95,6 +97,15 @@ def w1_row_udf(r):
     return "%d\t%d\t%s\t%s\t%s" % (b.auction, b.bidder, price, b.dateTime, b.extra)
 
 
+def w1_row_pos(r):
+    """The same by position (``r[1]`` is the bid): a Row's field read by name costs an
+    AttributeError inside PyO3's ``__getattr__`` fallback, by position it does not."""
+    auction, bidder, p, dt, extra = r[1]
+    v = p * 908
+    price = "%s%d.%03d" % ("-" if v < 0 else "", abs(v) // 1000, abs(v) % 1000)
+    return "%d\t%d\t%s\t%s\t%s" % (auction, bidder, price, dt, extra)
+
+
 def build(a, env):
     """Adds the workload's job to ``env``; returns the number of Python calls allowed
     (None: any)."""
@@ -125,7 +136,7 @@ def build(a, env):
                                    v.abs() // 1000, ".", (v.abs() % 1000).str().lpad(3, "0"),
                                    "\t", col("bid.dateTime"), "\t", col("bid.extra")))
         else:
-            rows, allowed = bids.map(w1_row_udf), None
+            rows, allowed = bids.map(w1_row_udf if a.variant == "udf" else w1_row_pos), None
     elif a.workload == "W2":
         counts = (event_time(bids).key_by("bid.auction")
                   .window(SlidingEventTimeWindows.of(Duration.of_millis(SIZE_MS),
@@ -147,9 +158,13 @@ def build(a, env):
         timed = event_time(bids)  # a word keeps its bid's event time
         if a.variant == "native":
             words = timed.flat_map(col("bid.extra").split(a.sep)).filter(col("*") != "")
-        else:
+        elif a.variant == "udf":
             sep = a.sep
             words = timed.flat_map(lambda r: [w for w in r.bid.extra.split(sep) if w])
+            allowed = None
+        else:
+            sep = a.sep
+            words = timed.flat_map(lambda r: [w for w in r[1][4].split(sep) if w])
             allowed = None
         counts = (words.key_by(col("*"))
                   .window(TumblingEventTimeWindows.of(Duration.of_millis(ALL_TIME_MS)))
