@@ -237,26 +237,39 @@ impl Expr {
         })
     }
 
+    /// The value at a field path of `r`.
+    fn lookup<'a>(path: &str, steps: &[Step], r: &'a Rec) -> Result<&'a Rec, String> {
+        const NONE: &Rec = &Rec::None;
+        let mut cur = r;
+        for s in steps {
+            // A path through `None` (a missing nested row) is `None`, as in SQL.
+            if matches!(cur, Rec::None) {
+                return Ok(NONE);
+            }
+            let next = match s {
+                Step::Name(n) => cur.field(n),
+                Step::Index(i) => cur.item(*i),
+            };
+            cur = next
+                .ok_or_else(|| format!("the record has no field `{path}` (it is {})", Short(r)))?;
+        }
+        Ok(cur)
+    }
+
+    /// Evaluates the expression, borrowing a field or a constant instead of cloning it.
+    pub fn eval_ref<'a>(&'a self, r: &'a Rec) -> Result<std::borrow::Cow<'a, Rec>, String> {
+        use std::borrow::Cow;
+        Ok(match self {
+            Expr::Col(path, steps) => Cow::Borrowed(Expr::lookup(path, steps, r)?),
+            Expr::Lit(v) => Cow::Borrowed(v),
+            other => Cow::Owned(other.eval(r)?),
+        })
+    }
+
     /// Evaluates the expression on one record.
     pub fn eval(&self, r: &Rec) -> Result<Rec, String> {
         Ok(match self {
-            Expr::Col(path, steps) => {
-                let mut cur = r;
-                for s in steps {
-                    // A path through `None` (a missing nested row) is `None`, as in SQL.
-                    if matches!(cur, Rec::None) {
-                        return Ok(Rec::None);
-                    }
-                    let next = match s {
-                        Step::Name(n) => cur.field(n),
-                        Step::Index(i) => cur.item(*i),
-                    };
-                    cur = next.ok_or_else(|| {
-                        format!("the record has no field `{path}` (it is {})", Short(r))
-                    })?;
-                }
-                cur.clone()
-            }
+            Expr::Col(path, steps) => Expr::lookup(path, steps, r)?.clone(),
             Expr::Lit(v) => v.clone(),
             Expr::Bin(op, a, b) => arith(*op, a.eval(r)?, b.eval(r)?)?,
             Expr::Cmp(op, a, b) => compare(*op, &a.eval(r)?, &b.eval(r)?)?,
@@ -284,6 +297,38 @@ impl Expr {
                 x => return Err(format!("cannot negate {}", x.type_name())),
             },
             Expr::IsNull(a) => Rec::Bool(matches!(a.eval(r)?, Rec::None)),
+            Expr::Call(Func::FormatString, args) => {
+                // Fields and constants are formatted where they are, not cloned first.
+                let vals = args
+                    .iter()
+                    .map(|a| a.eval_ref(r))
+                    .collect::<Result<Vec<_>, _>>()?;
+                match vals.first().map(|v| &**v) {
+                    Some(Rec::None) => Rec::None,
+                    Some(Rec::Str(fmt)) => Rec::Str(format_string(fmt, &vals[1..])?),
+                    Some(other) => {
+                        return Err(format!(
+                            "format_string needs a str format, not {}",
+                            other.type_name()
+                        ))
+                    }
+                    None => return Err("format_string needs a format".into()),
+                }
+            }
+            Expr::Call(Func::Concat, args) => {
+                let mut out = String::new();
+                for a in args {
+                    match &*a.eval_ref(r)? {
+                        Rec::Str(s) => out.push_str(s),
+                        Rec::None => return Ok(Rec::None),
+                        other => {
+                            use std::fmt::Write;
+                            let _ = write!(out, "{other}");
+                        }
+                    }
+                }
+                Rec::Str(out)
+            }
             Expr::Call(f, args) => {
                 let vals = args
                     .iter()
@@ -555,7 +600,8 @@ fn call(f: Func, mut args: Vec<Rec>) -> Result<Rec, String> {
         }
         Func::FormatString => {
             let fmt = string("format_string", &args[0])?;
-            Rec::Str(format_string(&fmt, &args[1..])?)
+            let rest: Vec<&Rec> = args[1..].iter().collect();
+            Rec::Str(format_string(&fmt, &rest)?)
         }
     })
 }
@@ -588,7 +634,10 @@ fn pad(s: &str, width: i64, fill: &str, left: bool) -> Result<String, String> {
 
 /// Python's printf-style `fmt % args` for the conversions `s r d i f F e E g G x X o c %`
 /// with the flags `-+ 0#`, a width and a precision (no `*` and no mapping keys).
-pub fn format_string(fmt: &str, args: &[Rec]) -> Result<String, String> {
+pub fn format_string<A: std::ops::Deref<Target = Rec>>(
+    fmt: &str,
+    args: &[A],
+) -> Result<String, String> {
     let mut out = String::with_capacity(fmt.len() + 16 * args.len());
     let mut next = args.iter();
     let mut chars = fmt.chars().peekable();
@@ -632,9 +681,23 @@ pub fn format_string(fmt: &str, args: &[Rec]) -> Result<String, String> {
             out.push('%');
             continue;
         }
-        let v = next
+        let v: &Rec = next
             .next()
             .ok_or("format_string: not enough arguments for format string")?;
+        let plain = !(minus || plus || space || zero || alt) && width == 0 && prec.is_none();
+        match (conv, v) {
+            // The common cases, without building the piece first.
+            ('s', Rec::Str(s)) if plain => {
+                out.push_str(s);
+                continue;
+            }
+            ('d' | 'i', Rec::Int(i)) if plain => {
+                use std::fmt::Write;
+                let _ = write!(out, "{i}");
+                continue;
+            }
+            _ => {}
+        }
         let numeric = !matches!(conv, 's' | 'r' | 'a' | 'c');
         let (sign, body) = match conv {
             's' => {
