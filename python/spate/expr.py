@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["Expr", "col", "lit", "row", "tuple_", "concat", "field_of"]
+__all__ = ["Expr", "col", "lit", "row", "tuple_", "concat", "format_string", "field_of"]
 
 
 def _wrap(x: Any) -> "Expr":
@@ -83,6 +83,24 @@ class Expr:
     def starts_with(self, s: Any) -> "Expr": return self._call("starts_with", s)
     def ends_with(self, s: Any) -> "Expr": return self._call("ends_with", s)
 
+    def lpad(self, width: int, fill: str = " ") -> "Expr":
+        """The string padded on the left to ``width`` characters with ``fill`` (repeated,
+        as SQL's ``LPAD``; with one character, Python's ``str.rjust``). A longer string
+        is kept whole."""
+        return self._call("lpad", width, fill)
+
+    def rpad(self, width: int, fill: str = " ") -> "Expr":
+        """The string padded on the right (SQL's ``RPAD``; Python's ``str.ljust``)."""
+        return self._call("rpad", width, fill)
+
+    def zfill(self, width: int) -> "Expr":
+        """The string padded with zeros on the left, after a sign (Python's ``str.zfill``)."""
+        return self._call("zfill", width)
+
+    def replace(self, old: Any, new: Any) -> "Expr":
+        """Every ``old`` replaced by ``new`` (Python's ``str.replace``)."""
+        return self._call("replace", old, new)
+
     def split(self, sep: str | None = None) -> "Expr":
         """The string split at ``sep`` (at runs of whitespace without one), as a list: in
         ``flat_map``, each part becomes a record."""
@@ -137,6 +155,16 @@ def tuple_(*items: Any) -> Expr:
 def concat(*parts: Any) -> Expr:
     """The parts as one string (non-strings as their ``str``)."""
     return Expr(("call", "concat", [_wrap(v)._tree for v in parts]))
+
+
+def format_string(fmt: Any, *args: Any) -> Expr:
+    """Python's printf-style formatting, ``fmt % (args...)``, in Rust: the conversions
+    ``s r d i f F e E g G x X o c %`` with the flags ``-+ 0#``, a width and a precision
+    (no ``*`` and no ``%(name)s``).
+
+    >>> format_string("%d\t%s%d.%03d", col("auction"), "", col("v") // 1000, col("v") % 1000)
+    """
+    return Expr(("call", "format_string", [_wrap(fmt)._tree, *(_wrap(a)._tree for a in args)]))
 
 
 def field_of(spec: Any, what: str) -> Expr:

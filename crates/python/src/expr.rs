@@ -5,7 +5,8 @@
 //! `("col", "bid.price")`, `("lit", 908)`, `("bin", "*", l, r)`, `("cmp", "<", l, r)`,
 //! `("and", l, r)`, `("or", l, r)`, `("not", x)`, `("neg", x)`, `("is_null", x)`,
 //! `("call", name, [args])`, `("cast", type, x)`, `("row", [names], [exprs])` and
-//! `("tuple", [exprs])`. Arithmetic follows Python's: `//` floors, `%` takes the divisor's
+//! `("tuple", [exprs])`. String functions follow Python's `str` methods; `format_string`
+//! is Python's printf-style `fmt % args`. Arithmetic follows Python's: `//` floors, `%` takes the divisor's
 //! sign, `/` gives a float; `None` in an operand gives `None` (SQL's null).
 
 use std::sync::Arc;
@@ -95,6 +96,16 @@ pub enum Func {
     ToTimestamp,
     /// `str(x)`.
     Str,
+    /// `lpad(width, fill)`: padded on the left to `width` characters (as `str.rjust`).
+    Lpad,
+    /// `rpad(width, fill)`: padded on the right (as `str.ljust`).
+    Rpad,
+    /// `zfill(width)`: zeros on the left, after a sign (as `str.zfill`).
+    Zfill,
+    /// `replace(old, new)`: every `old` replaced (as `str.replace`).
+    Replace,
+    /// `format_string(fmt, args...)`: Python's `fmt % (args...)`.
+    FormatString,
 }
 
 /// Conversion targets.
@@ -193,6 +204,11 @@ impl Expr {
                     "abs" => Func::Abs,
                     "to_timestamp" => Func::ToTimestamp,
                     "str" => Func::Str,
+                    "lpad" => Func::Lpad,
+                    "rpad" => Func::Rpad,
+                    "zfill" => Func::Zfill,
+                    "replace" => Func::Replace,
+                    "format_string" => Func::FormatString,
                     f => return Err(bad(format!("unknown function `{f}`"))),
                 };
                 Expr::Call(f, list(2)?)
@@ -221,26 +237,39 @@ impl Expr {
         })
     }
 
+    /// The value at a field path of `r`.
+    fn lookup<'a>(path: &str, steps: &[Step], r: &'a Rec) -> Result<&'a Rec, String> {
+        const NONE: &Rec = &Rec::None;
+        let mut cur = r;
+        for s in steps {
+            // A path through `None` (a missing nested row) is `None`, as in SQL.
+            if matches!(cur, Rec::None) {
+                return Ok(NONE);
+            }
+            let next = match s {
+                Step::Name(n) => cur.field(n),
+                Step::Index(i) => cur.item(*i),
+            };
+            cur = next
+                .ok_or_else(|| format!("the record has no field `{path}` (it is {})", Short(r)))?;
+        }
+        Ok(cur)
+    }
+
+    /// Evaluates the expression, borrowing a field or a constant instead of cloning it.
+    pub fn eval_ref<'a>(&'a self, r: &'a Rec) -> Result<std::borrow::Cow<'a, Rec>, String> {
+        use std::borrow::Cow;
+        Ok(match self {
+            Expr::Col(path, steps) => Cow::Borrowed(Expr::lookup(path, steps, r)?),
+            Expr::Lit(v) => Cow::Borrowed(v),
+            other => Cow::Owned(other.eval(r)?),
+        })
+    }
+
     /// Evaluates the expression on one record.
     pub fn eval(&self, r: &Rec) -> Result<Rec, String> {
         Ok(match self {
-            Expr::Col(path, steps) => {
-                let mut cur = r;
-                for s in steps {
-                    // A path through `None` (a missing nested row) is `None`, as in SQL.
-                    if matches!(cur, Rec::None) {
-                        return Ok(Rec::None);
-                    }
-                    let next = match s {
-                        Step::Name(n) => cur.field(n),
-                        Step::Index(i) => cur.item(*i),
-                    };
-                    cur = next.ok_or_else(|| {
-                        format!("the record has no field `{path}` (it is {})", Short(r))
-                    })?;
-                }
-                cur.clone()
-            }
+            Expr::Col(path, steps) => Expr::lookup(path, steps, r)?.clone(),
             Expr::Lit(v) => v.clone(),
             Expr::Bin(op, a, b) => arith(*op, a.eval(r)?, b.eval(r)?)?,
             Expr::Cmp(op, a, b) => compare(*op, &a.eval(r)?, &b.eval(r)?)?,
@@ -268,6 +297,38 @@ impl Expr {
                 x => return Err(format!("cannot negate {}", x.type_name())),
             },
             Expr::IsNull(a) => Rec::Bool(matches!(a.eval(r)?, Rec::None)),
+            Expr::Call(Func::FormatString, args) => {
+                // Fields and constants are formatted where they are, not cloned first.
+                let vals = args
+                    .iter()
+                    .map(|a| a.eval_ref(r))
+                    .collect::<Result<Vec<_>, _>>()?;
+                match vals.first().map(|v| &**v) {
+                    Some(Rec::None) => Rec::None,
+                    Some(Rec::Str(fmt)) => Rec::Str(format_string(fmt, &vals[1..])?),
+                    Some(other) => {
+                        return Err(format!(
+                            "format_string needs a str format, not {}",
+                            other.type_name()
+                        ))
+                    }
+                    None => return Err("format_string needs a format".into()),
+                }
+            }
+            Expr::Call(Func::Concat, args) => {
+                let mut out = String::new();
+                for a in args {
+                    match &*a.eval_ref(r)? {
+                        Rec::Str(s) => out.push_str(s),
+                        Rec::None => return Ok(Rec::None),
+                        other => {
+                            use std::fmt::Write;
+                            let _ = write!(out, "{other}");
+                        }
+                    }
+                }
+                Rec::Str(out)
+            }
             Expr::Call(f, args) => {
                 let vals = args
                     .iter()
@@ -493,7 +554,345 @@ fn call(f: Func, mut args: Vec<Rec>) -> Result<Rec, String> {
             Rec::Int(parse_timestamp(&s, fmt.as_deref())?)
         }
         Func::Str => Rec::Str(arg(&mut args, 0).to_string()),
+        Func::Lpad | Func::Rpad => {
+            let name = if matches!(f, Func::Lpad) {
+                "lpad"
+            } else {
+                "rpad"
+            };
+            let s = string(name, &args[0])?;
+            let width = int_arg(name, args.get(1))?;
+            let fill = match args.get(2) {
+                None => " ".to_owned(),
+                Some(v) => string(name, v)?,
+            };
+            Rec::Str(pad(&s, width, &fill, matches!(f, Func::Lpad))?)
+        }
+        Func::Zfill => {
+            let s = string("zfill", &args[0])?;
+            let width = int_arg("zfill", args.get(1))?;
+            let n = s.chars().count();
+            if width <= n as i64 {
+                Rec::Str(s)
+            } else {
+                let zeros = "0".repeat(width as usize - n);
+                Rec::Str(match s.strip_prefix(['+', '-']) {
+                    Some(rest) => format!("{}{zeros}{rest}", &s[..1]),
+                    None => format!("{zeros}{s}"),
+                })
+            }
+        }
+        Func::Replace => {
+            let s = string("replace", &args[0])?;
+            let old = string("replace", args.get(1).unwrap_or(&Rec::None))?;
+            let new = string("replace", args.get(2).unwrap_or(&Rec::None))?;
+            Rec::Str(if old.is_empty() {
+                // Python inserts `new` between the characters and at both ends.
+                let mut out = new.clone();
+                for c in s.chars() {
+                    out.push(c);
+                    out.push_str(&new);
+                }
+                out
+            } else {
+                s.replace(old.as_str(), &new)
+            })
+        }
+        Func::FormatString => {
+            let fmt = string("format_string", &args[0])?;
+            let rest: Vec<&Rec> = args[1..].iter().collect();
+            Rec::Str(format_string(&fmt, &rest)?)
+        }
     })
+}
+
+fn int_arg(f: &str, v: Option<&Rec>) -> Result<i64, String> {
+    match v {
+        Some(Rec::Int(i)) => Ok(*i),
+        Some(other) => Err(format!("{f} needs an int width, not {}", other.type_name())),
+        None => Err(format!("{f} needs a width")),
+    }
+}
+
+/// `s` padded to `width` characters with `fill` (repeated, as SQL's LPAD/RPAD; a single
+/// character as Python's `rjust`/`ljust`); a longer `s` is kept whole.
+fn pad(s: &str, width: i64, fill: &str, left: bool) -> Result<String, String> {
+    if fill.is_empty() {
+        return Err("the fill of a pad must not be empty".into());
+    }
+    let n = s.chars().count() as i64;
+    if width <= n {
+        return Ok(s.to_owned());
+    }
+    let padding: String = fill.chars().cycle().take((width - n) as usize).collect();
+    Ok(if left {
+        padding + s
+    } else {
+        s.to_owned() + &padding
+    })
+}
+
+/// Python's printf-style `fmt % args` for the conversions `s r d i f F e E g G x X o c %`
+/// with the flags `-+ 0#`, a width and a precision (no `*` and no mapping keys).
+pub fn format_string<A: std::ops::Deref<Target = Rec>>(
+    fmt: &str,
+    args: &[A],
+) -> Result<String, String> {
+    let mut out = String::with_capacity(fmt.len() + 16 * args.len());
+    let mut next = args.iter();
+    let mut chars = fmt.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c != '%' {
+            out.push(c);
+            continue;
+        }
+        let (mut minus, mut plus, mut space, mut zero, mut alt) =
+            (false, false, false, false, false);
+        while let Some(&f) = chars.peek() {
+            match f {
+                '-' => minus = true,
+                '+' => plus = true,
+                ' ' => space = true,
+                '0' => zero = true,
+                '#' => alt = true,
+                _ => break,
+            }
+            chars.next();
+        }
+        let mut width = 0usize;
+        while let Some(d) = chars.peek().and_then(|c| c.to_digit(10)) {
+            width = width * 10 + d as usize;
+            chars.next();
+        }
+        let mut prec = None;
+        if chars.peek() == Some(&'.') {
+            chars.next();
+            let mut p = 0usize;
+            while let Some(d) = chars.peek().and_then(|c| c.to_digit(10)) {
+                p = p * 10 + d as usize;
+                chars.next();
+            }
+            prec = Some(p);
+        }
+        let conv = chars
+            .next()
+            .ok_or("format_string: incomplete format (a `%` at the end)")?;
+        if conv == '%' {
+            out.push('%');
+            continue;
+        }
+        let v: &Rec = next
+            .next()
+            .ok_or("format_string: not enough arguments for format string")?;
+        let plain = !(minus || plus || space || zero || alt) && width == 0 && prec.is_none();
+        match (conv, v) {
+            // The common cases, without building the piece first.
+            ('s', Rec::Str(s)) if plain => {
+                out.push_str(s);
+                continue;
+            }
+            ('d' | 'i', Rec::Int(i)) if plain => {
+                use std::fmt::Write;
+                let _ = write!(out, "{i}");
+                continue;
+            }
+            _ => {}
+        }
+        let numeric = !matches!(conv, 's' | 'r' | 'a' | 'c');
+        let (sign, body) = match conv {
+            's' => {
+                let s = v.to_string();
+                ("", prec.map_or(s.clone(), |p| s.chars().take(p).collect()))
+            }
+            'r' | 'a' => {
+                let s = crate::record::Repr(v).to_string();
+                ("", prec.map_or(s.clone(), |p| s.chars().take(p).collect()))
+            }
+            'c' => match v {
+                Rec::Int(i) => (
+                    "",
+                    char::from_u32(u32::try_from(*i).map_err(|_| "%c arg not in range")?)
+                        .ok_or("%c arg not in range")?
+                        .to_string(),
+                ),
+                Rec::Str(s) if s.chars().count() == 1 => ("", s.clone()),
+                _ => return Err("format_string: %c requires an int or a char".into()),
+            },
+            'd' | 'i' | 'x' | 'X' | 'o' => {
+                let i = match v {
+                    Rec::Int(i) => *i as i128,
+                    Rec::Bool(b) => i128::from(*b),
+                    Rec::Float(x) if x.is_finite() && matches!(conv, 'd' | 'i') => {
+                        x.trunc() as i128
+                    }
+                    other => {
+                        return Err(format!(
+                            "format_string: %{conv} format: a real number is required, not {}",
+                            other.type_name()
+                        ))
+                    }
+                };
+                let sign = if i < 0 {
+                    "-"
+                } else if plus {
+                    "+"
+                } else if space {
+                    " "
+                } else {
+                    ""
+                };
+                let a = i.unsigned_abs();
+                let mut digits = match conv {
+                    'x' => format!("{a:x}"),
+                    'X' => format!("{a:X}"),
+                    'o' => format!("{a:o}"),
+                    _ => a.to_string(),
+                };
+                if let Some(p) = prec {
+                    if digits.len() < p {
+                        digits = "0".repeat(p - digits.len()) + &digits;
+                    }
+                }
+                if alt {
+                    digits = match conv {
+                        'x' => format!("0x{digits}"),
+                        'X' => format!("0X{digits}"),
+                        'o' => format!("0o{digits}"),
+                        _ => digits,
+                    };
+                }
+                (sign, digits)
+            }
+            'f' | 'F' | 'e' | 'E' | 'g' | 'G' => {
+                let x = v
+                    .as_f64()
+                    .filter(|_| !matches!(v, Rec::Str(_)))
+                    .ok_or_else(|| {
+                        format!(
+                            "format_string: %{conv} format: a real number is required, not {}",
+                            v.type_name()
+                        )
+                    })?;
+                let sign = if x.is_sign_negative() && !x.is_nan() {
+                    "-"
+                } else if plus {
+                    "+"
+                } else if space {
+                    " "
+                } else {
+                    ""
+                };
+                let a = x.abs();
+                let p = prec.unwrap_or(6);
+                let body = if a.is_infinite() {
+                    if conv.is_ascii_uppercase() {
+                        "INF"
+                    } else {
+                        "inf"
+                    }
+                    .to_owned()
+                } else if a.is_nan() {
+                    if conv.is_ascii_uppercase() {
+                        "NAN"
+                    } else {
+                        "nan"
+                    }
+                    .to_owned()
+                } else {
+                    let body = match conv {
+                        'f' | 'F' => format!("{a:.p$}"),
+                        'e' | 'E' => exp_form(a, p, conv == 'E'),
+                        _ => general_form(a, p, conv == 'G', alt),
+                    };
+                    if alt && !body.contains('.') {
+                        // `#` keeps the decimal point, as in `'%#.0f' % 2.0 == '2.'`.
+                        match body.find(['e', 'E']) {
+                            Some(i) => format!("{}.{}", &body[..i], &body[i..]),
+                            None => body + ".",
+                        }
+                    } else {
+                        body
+                    }
+                };
+                (sign, body)
+            }
+            other => {
+                return Err(format!(
+                    "format_string: unsupported format character '{other}'"
+                ))
+            }
+        };
+        let len = sign.len() + body.chars().count();
+        if len >= width {
+            out.push_str(sign);
+            out.push_str(&body);
+        } else if minus {
+            out.push_str(sign);
+            out.push_str(&body);
+            out.extend(std::iter::repeat_n(' ', width - len));
+        } else if zero && numeric {
+            out.push_str(sign);
+            let (pre, rest) = match body.get(..2) {
+                Some(p @ ("0x" | "0X" | "0o")) => (p, &body[2..]),
+                _ => ("", body.as_str()),
+            };
+            out.push_str(pre);
+            out.extend(std::iter::repeat_n('0', width - len));
+            out.push_str(rest);
+        } else {
+            out.extend(std::iter::repeat_n(' ', width - len));
+            out.push_str(sign);
+            out.push_str(&body);
+        }
+    }
+    if next.next().is_some() {
+        return Err("format_string: not all arguments converted during string formatting".into());
+    }
+    Ok(out)
+}
+
+/// `a` (finite, non-negative) as `d.ddde+XX` with `p` decimals, as C's `%e`.
+fn exp_form(a: f64, p: usize, upper: bool) -> String {
+    let s = format!("{a:.p$e}");
+    let (mant, exp) = s.split_once('e').unwrap_or((&s, "0"));
+    let e: i32 = exp.parse().unwrap_or(0);
+    let sign = if e < 0 { '-' } else { '+' };
+    let e = e.unsigned_abs();
+    let marker = if upper { 'E' } else { 'e' };
+    format!("{mant}{marker}{sign}{e:02}")
+}
+
+/// `a` as C's `%g`: `p` significant digits, exponent form outside `1e-4 <= a < 10^p`,
+/// trailing zeros dropped unless `alt`.
+fn general_form(a: f64, p: usize, upper: bool, alt: bool) -> String {
+    let p = p.max(1);
+    if a == 0.0 {
+        return if alt {
+            format!("{:.*}", p - 1, 0.0)
+        } else {
+            "0".to_owned()
+        };
+    }
+    let e_form = exp_form(a, p - 1, upper);
+    let exp: i32 = e_form
+        .rsplit(['e', 'E'])
+        .next()
+        .and_then(|x| x.parse().ok())
+        .unwrap_or(0);
+    let trim = |s: String| -> String {
+        if alt || !s.contains('.') {
+            s
+        } else {
+            s.trim_end_matches('0').trim_end_matches('.').to_owned()
+        }
+    };
+    if exp < -4 || exp >= p as i32 {
+        let (mant, rest) = e_form.split_at(e_form.find(['e', 'E']).unwrap_or(e_form.len()));
+        format!("{}{rest}", trim(mant.to_owned()))
+    } else {
+        let decimals = (p as i32 - 1 - exp).max(0) as usize;
+        trim(format!("{a:.decimals$}"))
+    }
 }
 
 fn cast(to: CastTo, v: Rec) -> Result<Rec, String> {
