@@ -544,7 +544,9 @@ pub struct Row {
 
 impl Row {
     fn index(&self, key: &Bound<'_, PyAny>) -> PyResult<usize> {
-        if let Ok(i) = key.extract::<i64>() {
+        // A type check first: a failed `extract` builds an exception, per field read.
+        if key.is_instance_of::<PyInt>() {
+            let i: i64 = key.extract()?;
             let n = self.values.len() as i64;
             let j = if i < 0 { i + n } else { i };
             if j < 0 || j >= n {
