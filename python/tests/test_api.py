@@ -323,3 +323,16 @@ def test_collect_is_refused_on_several_processes(env):
     env.set_processes(2)
     with pytest.raises(RuntimeError, match="one process"):
         env.from_collection([1]).execute_and_collect()
+
+
+def test_to_timestamp_reads_flinks_format_and_epoch_millis(env):
+    from datetime import datetime, timezone
+    texts = ["1970-01-01 00:00:01.5", "2015-07-15 00:00:01.123", "2024-02-29T12:30:00", "1500"]
+    out = collect(env.from_collection([Row(t=t) for t in texts]).map(col("t").to_timestamp()))
+    def utc(*a):
+        return int(datetime(*a, tzinfo=timezone.utc).timestamp() * 1000)
+    want = [1500, utc(2015, 7, 15, 0, 0, 1) + 123, utc(2024, 2, 29, 12, 30), 1500]
+    assert out == want
+    env.from_collection([Row(t="2023-02-30 00:00:00")]).map(col("t").to_timestamp()).print()
+    with pytest.raises(spate.JobExecutionError, match="cannot read `2023-02-30 00:00:00`"):
+        env.execute()

@@ -928,75 +928,9 @@ fn cast(to: CastTo, v: Rec) -> Result<Rec, String> {
 /// signature; only these layouts are read.
 pub fn parse_timestamp(s: &str, fmt: Option<&str>) -> Result<i64, String> {
     let _ = fmt;
-    if let Ok(ms) = s.trim().parse::<i64>() {
-        return Ok(ms);
-    }
-    let b = s.trim().as_bytes();
-    let bad = || format!("cannot read `{s}` as a timestamp (yyyy-MM-dd HH:mm:ss[.SSS])");
-    let num = |r: std::ops::Range<usize>| -> Result<i64, String> {
-        let part = b.get(r).ok_or_else(bad)?;
-        if part.is_empty() || !part.iter().all(u8::is_ascii_digit) {
-            return Err(bad());
-        }
-        Ok(part.iter().fold(0i64, |a, d| a * 10 + i64::from(d - b'0')))
-    };
-    if b.len() < 19 || b[4] != b'-' || b[7] != b'-' || !(b[10] == b' ' || b[10] == b'T') {
-        return Err(bad());
-    }
-    let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
-    let (h, mi, sec) = (num(11..13)?, num(14..16)?, num(17..19)?);
-    if b[13] != b':' || b[16] != b':' || !(1..=12).contains(&mo) || !(1..=31).contains(&d) {
-        return Err(bad());
-    }
-    let mut ms = 0;
-    if b.len() > 19 {
-        if b[19] != b'.' {
-            return Err(bad());
-        }
-        let frac = &b[20..];
-        if frac.is_empty() || !frac.iter().all(u8::is_ascii_digit) {
-            return Err(bad());
-        }
-        for (i, c) in frac.iter().take(3).enumerate() {
-            ms += i64::from(c - b'0') * [100, 10, 1][i];
-        }
-    }
-    // Days from the civil date (Howard Hinnant's algorithm).
-    let y = if mo <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (mo + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    Ok(((days * 24 + h) * 60 + mi) * 60_000 + sec * 1000 + ms)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn python_arithmetic() {
-        let i = Rec::Int;
-        let f = |op, a, b| arith(op, i(a), i(b)).unwrap();
-        assert_eq!(f(BinOp::FloorDiv, 7, 2), i(3));
-        assert_eq!(f(BinOp::FloorDiv, -7, 2), i(-4));
-        assert_eq!(f(BinOp::FloorDiv, 7, -2), i(-4));
-        assert_eq!(f(BinOp::Mod, -7, 2), i(1));
-        assert_eq!(f(BinOp::Mod, 7, -2), i(-1));
-        assert_eq!(f(BinOp::Mod, -7, -2), i(-1));
-        assert_eq!(f(BinOp::FloorDiv, -8, -2), i(4));
-        assert!(arith(BinOp::Mod, i(1), i(0)).is_err());
-    }
-
-    #[test]
-    fn timestamps() {
-        assert_eq!(parse_timestamp("1970-01-01 00:00:01.5", None), Ok(1500));
-        assert_eq!(
-            parse_timestamp("2015-07-15 00:00:01.123", None),
-            Ok(1_436_918_401_123)
-        );
-        assert!(parse_timestamp("yesterday", None).is_err());
-    }
+    let t = s.trim();
+    t.parse::<i64>()
+        .ok()
+        .or_else(|| spate_connectors::files::json::parse_timestamp_ms(t))
+        .ok_or_else(|| format!("cannot read `{s}` as a timestamp (yyyy-MM-dd HH:mm:ss[.SSS])"))
 }

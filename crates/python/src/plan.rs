@@ -637,22 +637,7 @@ impl<'py> Builder<'py> {
                 let k = self.keyed(inputs[0])?;
                 let f: Py<PyAny> = get(node, "fn")?;
                 let f = Arc::new(f);
-                let kk = k.key.clone();
-                let s = k.stream.reduce(move |a: Rec, b: Rec| {
-                    let out = Python::attach(|py| {
-                        PYTHON_CALLS.fetch_add(1, Ordering::Relaxed);
-                        let r: PyResult<Rec> = (|| {
-                            let x = to_py(py, kk.value(&a))?;
-                            let y = to_py(py, kk.value(&b))?;
-                            from_py(&f.bind(py).call1((x, y))?)
-                        })();
-                        r.map_err(|e| python_error(py, e))
-                    });
-                    match out {
-                        Ok(v) => kk.rewrap(&a, v),
-                        Err(message) => std::panic::panic_any(message),
-                    }
-                });
+                let s = k.stream.reduce(py_reduce(k.key.clone(), f));
                 Built::Stream(named(k.unwrap(s.name(&label))))
             }
             "rolling" => {
@@ -1202,23 +1187,29 @@ impl WindowFn {
                 },
             ),
             WindowFn::PyReduce(f) => {
-                let s = w.reduce(move |a: Rec, b: Rec| {
-                    let out = Python::attach(|py| {
-                        PYTHON_CALLS.fetch_add(1, Ordering::Relaxed);
-                        let r: PyResult<Rec> = (|| {
-                            let x = to_py(py, kk.value(&a))?;
-                            let y = to_py(py, kk.value(&b))?;
-                            from_py(&f.bind(py).call1((x, y))?)
-                        })();
-                        r.map_err(|e| python_error(py, e))
-                    });
-                    match out {
-                        Ok(v) => kk.rewrap(&a, v),
-                        Err(m) => std::panic::panic_any(m),
-                    }
-                });
+                let s = w.reduce(py_reduce(kk, f));
                 k.unwrap(s)
             }
+        }
+    }
+}
+
+/// A Python reduce function as the engine's: `f(previous, new)` on the records themselves
+/// (without the pair of a Python key). An exception fails the job, with its traceback.
+fn py_reduce(key: KeyOf, f: Arc<Py<PyAny>>) -> impl Fn(Rec, Rec) -> Rec + Send + Sync + 'static {
+    move |a: Rec, b: Rec| {
+        let out = Python::attach(|py| {
+            PYTHON_CALLS.fetch_add(1, Ordering::Relaxed);
+            let r: PyResult<Rec> = (|| {
+                let x = to_py(py, key.value(&a))?;
+                let y = to_py(py, key.value(&b))?;
+                from_py(&f.bind(py).call1((x, y))?)
+            })();
+            r.map_err(|e| python_error(py, e))
+        });
+        match out {
+            Ok(v) => key.rewrap(&a, v),
+            Err(message) => std::panic::panic_any(message),
         }
     }
 }
