@@ -399,6 +399,7 @@ impl fmt::Display for Rec {
 }
 
 static DUMPS: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+static OBJECT_GETATTRIBUTE: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 static LOADS: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 
 fn pickle(obj: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
@@ -595,6 +596,25 @@ impl Row {
                 values: args.iter().map(|x| from_py(&x)).collect::<PyResult<_>>()?,
             }),
         }
+    }
+
+    fn __getattribute__<'py>(
+        slf: &Bound<'py, Self>,
+        name: &Bound<'py, PyString>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        // Fields first: the normal lookup would fail, building an `AttributeError`, before
+        // `__getattr__` ran (500 ns per field read instead of 50).
+        let row = slf.get();
+        if let Some(names) = &row.names {
+            let n = name.to_str()?;
+            if let Some(i) = names.iter().position(|x| x == n) {
+                return to_py(slf.py(), &row.values[i]);
+            }
+        }
+        OBJECT_GETATTRIBUTE
+            .import(slf.py(), "builtins", "object")?
+            .getattr(pyo3::intern!(slf.py(), "__getattribute__"))?
+            .call1((slf, name))
     }
 
     fn __getattr__<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAny>> {
