@@ -154,3 +154,26 @@ print("second", list(e.from_collection([1, 2]).map(lambda x: x + 1).execute_and_
     # Drained and flushed: every record the source emitted, in order, none twice.
     assert len(values) > 100
     assert sorted(values) == [2 * i for i in range(len(values))]
+
+
+def test_an_exception_in_one_of_several_processes_fails_the_job(tmp_path):
+    script = tmp_path / "fails.py"
+    script.write_text("""
+from spate import StreamExecutionEnvironment
+import spate
+env = StreamExecutionEnvironment.get_execution_environment()
+env.set_processes(2).set_rest(False)
+def boom(x):
+    if x == 77:
+        raise KeyError("seventy-seven")
+    return x
+env.from_sequence(0, 1000).map(boom).name("boomer").print()
+try:
+    env.execute("fails")
+except spate.JobExecutionError as e:
+    print("RAISED", e)
+""")
+    r = run([str(script)], {}, timeout=60)
+    assert "RAISED" in r.stdout, r.stdout[-2000:] + r.stderr[-2000:]
+    # The failing process names itself, the operator and the Python exception.
+    assert "process" in r.stderr and "boomer" in r.stderr and "KeyError" in r.stderr, r.stderr

@@ -206,6 +206,14 @@ impl JobShared {
 
     /// Records the first error and makes every worker stop.
     pub(crate) fn fail(&self, error: SpateError) {
+        if self.config.supervised && self.config.processes > 1 {
+            // One process of several cannot end alone: timely's shutdown waits for its peers,
+            // which wait for this process's progress. So it ends at once, as a crash would,
+            // and the supervisor stops the others and restarts the job (or fails it).
+            let index = self.config.process_index.unwrap_or(0);
+            eprintln!("error: process {index}: {error}");
+            std::process::exit(1);
+        }
         let mut slot = self.error.lock().unwrap_or_else(|p| p.into_inner());
         if slot.is_none() {
             *slot = Some(error);
