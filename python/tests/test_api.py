@@ -336,3 +336,9 @@ def test_to_timestamp_reads_flinks_format_and_epoch_millis(env):
     env.from_collection([Row(t="2023-02-30 00:00:00")]).map(col("t").to_timestamp()).print()
     with pytest.raises(spate.JobExecutionError, match="cannot read `2023-02-30 00:00:00`"):
         env.execute()
+
+
+def test_a_keyed_stream_without_a_keyed_operation_is_a_clear_error(env):
+    env.from_collection([1]).key_by(lambda x: x).map(lambda x: x).print()
+    with pytest.raises(TypeError, match="needs a keyed operation"):
+        env.execute()

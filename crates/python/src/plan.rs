@@ -385,13 +385,10 @@ impl<'py> Builder<'py> {
         let s = match self.take(id)? {
             Built::Stream(s) => s,
             Built::Stage(stage) => stage.materialize(),
-            Built::Keyed(k) => {
+            Built::Keyed(_) => {
                 return Err(PyTypeError::new_err(
                     "a keyed stream needs a keyed operation (reduce, sum, window, process, ...) before this one",
                 ))
-                .inspect(|_| {
-                    self.built.insert(id, Built::Keyed(k));
-                })
             }
             Built::Window(..) => {
                 return Err(PyTypeError::new_err(
