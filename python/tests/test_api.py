@@ -342,3 +342,32 @@ def test_a_keyed_stream_without_a_keyed_operation_is_a_clear_error(env):
     env.from_collection([1]).key_by(lambda x: x).map(lambda x: x).print()
     with pytest.raises(TypeError, match="needs a keyed operation"):
         env.execute()
+
+
+def test_socket_text_stream_reads_lines_until_the_server_closes(env):
+    import socket
+    import threading
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    port = server.getsockname()[1]
+
+    def serve():
+        conn, _ = server.accept()
+        conn.sendall(b"alpha\r\nbeta\n\ngamma\n")
+        conn.close()
+        server.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    out = collect(env.socket_text_stream("127.0.0.1", port).map(lambda s: s.upper()))
+    assert out == ["ALPHA", "BETA", "", "GAMMA"]
+
+
+def test_bad_json_lines_can_be_dropped(env, tmp_path):
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"a": 1}\nnot json\n{"a": 3}\n')
+    from spate.connectors import FileSource
+    schema = Types.ROW_NAMED(["a"], [Types.LONG()])
+    s = env.from_source(FileSource.jsonl(str(path), schema, bad_records="drop")).map(col("a"))
+    assert collect(s) == [1, 3]

@@ -136,3 +136,18 @@ def test_a_process_window_function_sees_every_element(env):
            .execute_and_collect())
     assert sorted(out) == [("a", 0, 1400, [0, 400]), ("a", 3000, 4000, [3000]),
                            ("b", 100, 1100, [100]), ("b", 5000, 6200, [5000, 5200])]
+
+
+def test_processing_time_windows_fire_on_the_wall_clock(env):
+    from spate.connectors import NumberSequenceSource
+    from spate.window import TumblingProcessingTimeWindows
+    out = list(env.from_source(NumberSequenceSource(0, 1199, rate=1000))
+               .key_by(lambda i: i % 2)
+               .window(TumblingProcessingTimeWindows.of(Duration.of_millis(200)))
+               .aggregate(agg.count().alias("n"))
+               .execute_and_collect())
+    # About 1.2 s of input: several windows fired while it ran (as in Flink, the windows
+    # still open when the input ends do not fire).
+    assert len({r.window_start for r in out}) >= 3
+    assert all(r.window_end - r.window_start == 200 and r.window_start % 200 == 0 for r in out)
+    assert 0 < sum(r.n for r in out) <= 1200
