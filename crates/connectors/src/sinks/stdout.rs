@@ -118,6 +118,51 @@ impl<W: Write, T: Serialize> SinkWriter<T> for LineWriter<W, T> {
     }
 }
 
+/// A writer that prints one line per record on stdout, made by `encode` (which appends the
+/// line, with or without its `\n`), with the buffering and closed-pipe handling of
+/// [`StdoutSink`]: for sinks that print their own format (the Python front's `print()`).
+pub fn stdout_line_writer<T: Send + 'static>(
+    encode: crate::files::LineEncoder<T>,
+) -> Box<dyn SinkWriter<T>> {
+    Box::new(EncodedLines {
+        lines: LineWriter::<_, ()>::new(|| io::stdout().lock()),
+        encode,
+    })
+}
+
+struct EncodedLines<W, T> {
+    lines: LineWriter<W, ()>,
+    encode: crate::files::LineEncoder<T>,
+}
+
+impl<W: Write, T> SinkWriter<T> for EncodedLines<W, T> {
+    fn write_batch(&mut self, records: &mut Vec<T>) -> SpateResult<()> {
+        if self.lines.broken {
+            records.clear();
+            return Ok(());
+        }
+        for record in records.drain(..) {
+            let start = self.lines.buf.len();
+            (self.encode)(&record, &mut self.lines.buf);
+            if self.lines.buf.len() == start || self.lines.buf.last() != Some(&b'\n') {
+                self.lines.buf.push(b'\n');
+            }
+            if self.lines.buf.len() >= FLUSH_AT {
+                self.lines.flush_buf()?;
+            }
+        }
+        Ok(())
+    }
+
+    fn tick(&mut self, _now: std::time::Instant) -> SpateResult<()> {
+        self.lines.flush_buf()
+    }
+
+    fn close(&mut self) -> SpateResult<()> {
+        self.lines.flush_buf()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
