@@ -640,10 +640,8 @@ impl<'py> Builder<'py> {
             "rolling" => {
                 let k = self.keyed(inputs[0])?;
                 let kind: String = get(node, "kind")?;
-                let field = Arc::new(Expr::compile(&get::<Bound<'py, PyAny>>(node, "field")?)?);
-                let setter: Option<Arc<Expr>> = None;
-                let _ = setter;
                 let path: Bound<'py, PyAny> = get(node, "field")?;
+                let field = Arc::new(Expr::compile(&path)?);
                 let slot = field_slot(&path)?;
                 let kk = k.key.clone();
                 let s = k.stream.reduce(move |a: Rec, b: Rec| {
@@ -833,41 +831,35 @@ impl<'py> Builder<'py> {
         if let Some(idle) = ms(node, "idle_ms")? {
             strategy = strategy.with_idleness(idle);
         }
-        match node.get_item("ts")? {
-            Some(t) if !t.is_none() => {
-                let ts = fun(node, "a timestamp assigner").ok();
-                let _ = t;
-                match ts {
-                    Some(Fun::Native(e)) => {
-                        strategy = strategy.with_timestamp_assigner(move |r: &Rec, _prev| {
-                            match e.eval(r) {
-                                Ok(Rec::Int(t)) => t,
-                                Ok(Rec::Float(t)) => t as i64,
-                                Ok(other) => std::panic::panic_any(format!(
-                                    "a timestamp must be an int of milliseconds, not {}",
-                                    other.type_name()
-                                )),
-                                Err(e) => std::panic::panic_any(e),
-                            }
+        if opt::<bool>(node, "ts")?.unwrap_or(false) {
+            // A bad assigner is an error, never a silent fall back to the source's times.
+            match fun(node, "a timestamp assigner")? {
+                Fun::Native(e) => {
+                    strategy =
+                        strategy.with_timestamp_assigner(move |r: &Rec, _prev| match e.eval(r) {
+                            Ok(Rec::Int(t)) => t,
+                            Ok(Rec::Float(t)) => t as i64,
+                            Ok(other) => std::panic::panic_any(format!(
+                                "a timestamp must be an int of milliseconds, not {}",
+                                other.type_name()
+                            )),
+                            Err(e) => std::panic::panic_any(e),
                         })
-                    }
-                    Some(Fun::Py(f)) => {
-                        strategy = strategy.with_timestamp_assigner(move |r: &Rec, prev| {
-                            let out = Python::attach(|py| {
-                                PYTHON_CALLS.fetch_add(1, Ordering::Relaxed);
-                                let r: PyResult<i64> = (|| {
-                                    let x = to_py(py, r)?;
-                                    f.bind(py).call1((x, prev))?.extract()
-                                })();
-                                r.map_err(|e| python_error(py, e))
-                            });
-                            out.unwrap_or_else(|m| std::panic::panic_any(m))
-                        })
-                    }
-                    None => {}
+                }
+                Fun::Py(f) => {
+                    strategy = strategy.with_timestamp_assigner(move |r: &Rec, prev| {
+                        let out = Python::attach(|py| {
+                            PYTHON_CALLS.fetch_add(1, Ordering::Relaxed);
+                            let r: PyResult<i64> = (|| {
+                                let x = to_py(py, r)?;
+                                f.bind(py).call1((x, prev))?.extract()
+                            })();
+                            r.map_err(|e| python_error(py, e))
+                        });
+                        out.unwrap_or_else(|m| std::panic::panic_any(m))
+                    })
                 }
             }
-            _ => {}
         }
         Ok(strategy)
     }
@@ -886,7 +878,7 @@ impl<'py> Builder<'py> {
         let gap = ms(spec, "gap_ms")?.unwrap_or_default();
         let offset = ms(spec, "offset_ms")?.unwrap_or_default();
         let lateness = ms(spec, "lateness_ms")?;
-        let apply = WindowFn::new(self.py, node, op, k)?;
+        let apply = WindowFn::new(node, op, k)?;
         let key_name: String = opt(spec, "key_name")?.unwrap_or_else(|| "key".to_owned());
         let key_name = key_name.as_str();
         Ok(match kind.as_str() {
@@ -1090,7 +1082,7 @@ fn call_window_fn(
 }
 
 impl WindowFn {
-    fn new(_py: Python<'_>, node: &Bound<'_, PyDict>, op: &str, k: &Keyed) -> PyResult<Self> {
+    fn new(node: &Bound<'_, PyDict>, op: &str, k: &Keyed) -> PyResult<Self> {
         if op == "window_reduce" {
             let f: Py<PyAny> = get(node, "fn")?;
             return Ok(WindowFn::PyReduce(Arc::new(f)));
