@@ -261,3 +261,123 @@ impl spate::dataflow::AggregateFunction<(u32, i64)> for CountAgg {
         a + b
     }
 }
+
+/// The lines of `files` shard files, each with one record per millisecond of
+/// `[0, per_file)`: every file covers the same event times, in order.
+fn write_time_ordered_shards(dir: &std::path::Path, files: usize, per_file: i64, csv: bool) {
+    std::fs::create_dir_all(dir).unwrap();
+    for f in 0..files {
+        let mut text = String::from(if csv { "f,t\n" } else { "" });
+        for t in 0..per_file {
+            if csv {
+                text.push_str(&format!("{f},{t}\n"));
+            } else {
+                text.push_str(&format!("{{\"f\":{f},\"t\":{t}}}\n"));
+            }
+        }
+        let ext = if csv { "csv" } else { "jsonl" };
+        std::fs::write(dir.join(format!("part-{f}.{ext}")), text).unwrap();
+    }
+}
+
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+struct Shard {
+    f: u32,
+    t: i64,
+}
+
+/// Counts per 100 ms event-time window of shard files that all cover the same time range,
+/// read slowly (so that watermarks go out while a file is read); returns the windows and the
+/// records the window operator found late.
+fn count_shards(
+    dir: &std::path::Path,
+    csv: bool,
+    workers: usize,
+    split_size: u64,
+) -> (Vec<(i64, u64)>, usize) {
+    use crate::checkpoints::Flaky;
+    let mut config = JobConfig::local(workers);
+    config.auto_watermark_interval = Duration::from_millis(2);
+    let env = StreamEnv::new(config);
+    fn pace<S>(s: S) -> Flaky<S> {
+        Flaky::wrap(s, u64::MAX).paced(Duration::from_millis(1), 50)
+    }
+    let records = if csv {
+        env.from_source(pace(spate::connectors::files::CsvSource::<Shard>::new(dir)))
+    } else {
+        let src =
+            spate::connectors::files::JsonLinesSource::<Shard>::new(dir).split_size(split_size);
+        env.from_source(pace(src))
+    };
+    let late = OutputTag::<Shard>::new("late");
+    let windows = records
+        .assign_timestamps_and_watermarks(
+            WatermarkStrategy::for_bounded_out_of_orderness(Duration::from_millis(0))
+                .with_timestamp_assigner(|r: &Shard, _| r.t),
+        )
+        .key_by(|_: &Shard| 0u8)
+        .window(spate::dataflow::TumblingEventTimeWindows::of(
+            Duration::from_millis(100),
+        ))
+        .side_output_late_data(&late)
+        .aggregate_with(
+            CountShards,
+            |_: &u8,
+             w: &spate::dataflow::WindowContext<'_, spate::dataflow::TimeWindow>,
+             n: u64,
+             out: &mut Vec<(i64, u64)>| out.push((w.window.start, n)),
+        );
+    let late_records = windows.side_output(&late).collect();
+    let rows = windows.collect();
+    env.execute("shards").unwrap();
+    let mut rows = rows.take();
+    rows.sort_unstable();
+    (rows, late_records.take().len())
+}
+
+struct CountShards;
+
+impl spate::dataflow::AggregateFunction<Shard> for CountShards {
+    type Acc = u64;
+    type Out = u64;
+    fn create_accumulator(&self) -> u64 {
+        0
+    }
+    fn add(&self, _: &Shard, acc: &mut u64) {
+        *acc += 1;
+    }
+    fn get_result(&self, acc: &u64) -> u64 {
+        *acc
+    }
+    fn merge(&self, a: u64, b: u64) -> u64 {
+        a + b
+    }
+}
+
+/// A worker that reads several files reads them one after another, and each file starts again
+/// at the earliest event time: the files it has not started hold its watermark, so no record
+/// is late (before, the second file of a worker was dropped as late, window by window), on
+/// one worker or several, whole files (CSV) or byte-range splits (JSON lines, several per
+/// file), and the counts are those of the input.
+#[test]
+fn files_read_one_after_another_hold_the_watermark_for_those_not_started() {
+    const PER_FILE: i64 = 1_500;
+    let dir = tempfile::tempdir().unwrap();
+    let (jsonl, csv) = (dir.path().join("jsonl"), dir.path().join("csv"));
+    write_time_ordered_shards(&jsonl, 4, PER_FILE, false);
+    write_time_ordered_shards(&csv, 4, PER_FILE, true);
+    // Each 100 ms window holds 100 records of each of the 4 files.
+    let expected: Vec<(i64, u64)> = (0..PER_FILE / 100).map(|w| (w * 100, 400)).collect();
+    for (path, is_csv, workers, split_size) in [
+        (&csv, true, 1, 0),
+        (&csv, true, 2, 0),
+        (&jsonl, false, 1, 64 << 20),
+        (&jsonl, false, 2, 64 << 20),
+        (&jsonl, false, 3, 7_000), // about 4 splits per file, ranges across files
+    ] {
+        let (rows, late) = count_shards(path, is_csv, workers, split_size);
+        let what = format!("csv {is_csv}, {workers} workers, splits of {split_size} bytes");
+        assert_eq!(late, 0, "{what}: no record is late");
+        assert_eq!(rows, expected, "{what}");
+    }
+}

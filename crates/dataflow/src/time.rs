@@ -353,6 +353,9 @@ struct SplitState<T> {
     generator: Box<dyn WatermarkGenerator<T>>,
     last_active: Instant,
     wm: Timestamp,
+    /// Announced ([`SplitMark::Pending`]) and not started: it holds the minimum at its `wm`
+    /// and is never idle.
+    pending: bool,
 }
 
 /// A source instance's timestamps and watermarks: one generator per split, the minimum over
@@ -389,6 +392,7 @@ impl<T: 'static> SourceWatermarks<T> {
             generator: make(),
             last_active: now,
             wm: NO_TIMESTAMP,
+            pending: false,
         })
     }
 
@@ -396,7 +400,14 @@ impl<T: 'static> SourceWatermarks<T> {
         match mark {
             SplitMark::Start { split, .. } => {
                 self.current = split;
-                self.split_mut(split, now).last_active = now;
+                let state = self.split_mut(split, now);
+                state.last_active = now;
+                state.pending = false;
+            }
+            SplitMark::Pending { split, .. } => {
+                if !self.splits.contains_key(&split) {
+                    self.split_mut(split, now).pending = true;
+                }
             }
             SplitMark::Finished { split, .. } => {
                 self.splits.remove(&split);
@@ -437,8 +448,10 @@ impl<T: 'static> SourceWatermarks<T> {
                 generator: (strategy.generator)(),
                 last_active: now,
                 wm: NO_TIMESTAMP,
+                pending: false,
             });
             split.last_active = now;
+            split.pending = false;
             for record in records.by_ref().take(end - at) {
                 let ts = strategy.timestamp(&record, NO_TIMESTAMP);
                 split.generator.on_event(&record, ts);
@@ -463,7 +476,8 @@ impl<T: 'static> SourceWatermarks<T> {
             if let Some(wm) = split.generator.on_periodic_emit() {
                 split.wm = split.wm.max(wm);
             }
-            let idle = idleness.is_some_and(|t| now.duration_since(split.last_active) >= t);
+            let idle = !split.pending
+                && idleness.is_some_and(|t| now.duration_since(split.last_active) >= t);
             if !idle {
                 active_min = Some(active_min.map_or(split.wm, |m| m.min(split.wm)));
             }
@@ -502,7 +516,9 @@ impl<T: 'static> SourceWatermarks<T> {
 
 fn mark_at(mark: &SplitMark) -> usize {
     match *mark {
-        SplitMark::Start { at, .. } | SplitMark::Finished { at, .. } => at,
+        SplitMark::Start { at, .. }
+        | SplitMark::Pending { at, .. }
+        | SplitMark::Finished { at, .. } => at,
     }
 }
 

@@ -54,6 +54,14 @@ pub enum SplitMark {
         /// The index of its first record in this poll's output.
         at: usize,
     },
+    /// `split` will give records later, from event times nobody knows yet: until it starts,
+    /// it holds the watermark minimum where it is (and never counts as idle).
+    Pending {
+        /// The split's id.
+        split: u32,
+        /// The number of records in this poll's output when it was announced.
+        at: usize,
+    },
     /// `split` will give no more records.
     Finished {
         /// The split's id.
@@ -90,6 +98,20 @@ impl<'a, T> SourceOutput<'a, T> {
         if let Some(marks) = self.splits.as_mut() {
             let at = self.records.len();
             marks.push(SplitMark::Start { split, at });
+        }
+    }
+
+    /// `split` is this reader's and will be read later, after the splits it reads now.
+    ///
+    /// A reader that reads its splits one after another announces the later ones that may
+    /// hold earlier event times (for a file source: the first split of each further file) when
+    /// it starts, so the watermark waits for them: otherwise it would pass their records
+    /// before they are read, and they would all be late. Announcing a split that has started,
+    /// or announcing one twice, changes nothing.
+    pub fn split_pending(&mut self, split: u32) {
+        if let Some(marks) = self.splits.as_mut() {
+            let at = self.records.len();
+            marks.push(SplitMark::Pending { split, at });
         }
     }
 

@@ -17,7 +17,10 @@
 //! fails with a clear error). A restore on any number of workers resumes each
 //! file at its position (after reading its header again), skips finished files, and starts
 //! files not listed from the beginning: nothing twice, nothing lost, and dead letters keep
-//! their exact line numbers. Each file also has its own watermark generator.
+//! their exact line numbers. Each file also has its own watermark generator; worker `w` of
+//! `n` reads the files `i` with `i % n == w` one after another, and the files it has not
+//! started hold its watermark ([`SourceOutput::split_pending`]), so no record is late for
+//! being read after another file.
 //!
 //! # Bad records
 //!
@@ -125,6 +128,7 @@ impl<T: DeserializeOwned + Send + 'static> Source<T> for CsvSource<T> {
             finished: Vec::new(),
             files,
             next_file: 0,
+            announced: false,
             current: None,
             has_headers: self.has_headers,
             delimiter: self.delimiter,
@@ -154,6 +158,8 @@ struct CsvReader<T> {
     /// The files this reader (or, before a restore, an earlier run) finished: id and name.
     finished: Vec<(u64, String)>,
     next_file: usize,
+    /// Whether the files after the first were announced as pending splits.
+    announced: bool,
     current: Option<OpenCsv>,
     has_headers: bool,
     delimiter: u8,
@@ -272,6 +278,15 @@ impl<T: DeserializeOwned> SourceReader<T> for CsvReader<T> {
                     } else {
                         SourceStatus::Finished
                     });
+                }
+                if !self.announced {
+                    // Files are read one after another, and each may start again from any
+                    // event time: the later ones hold the watermark until they start, or
+                    // their records would all be late.
+                    self.announced = true;
+                    for &id in self.ids.get(self.next_file + 1..).unwrap_or_default() {
+                        out.split_pending(id as u32);
+                    }
                 }
                 let open = self.open(self.next_file)?;
                 // Each file is a split with its own watermark generator.
@@ -401,6 +416,7 @@ impl<T: DeserializeOwned> SourceReader<T> for CsvReader<T> {
         self.ids = keep.iter().map(|(i, _)| self.ids[*i]).collect();
         self.resume = keep.into_iter().map(|(_, pos)| pos).collect();
         self.next_file = 0;
+        self.announced = false;
         Ok(())
     }
 }

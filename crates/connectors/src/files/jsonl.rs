@@ -3,8 +3,11 @@
 //! # Splits
 //!
 //! Every input file is cut into byte ranges of about [`JsonLinesSource::split_size`] bytes, and
-//! the splits of all files are numbered in file-name order; worker `w` of `n` reads the splits
-//! whose number `i` has `i % n == w`. A split `[start, end)` owns exactly the lines that *start*
+//! the splits of all files are numbered in file-name order. They are dealt out to the workers
+//! by their place in their file (every file's first split, then every file's second, ...,
+//! round-robin), and each worker reads its own one after another in file and byte order: the
+//! workers move through the input together, and `n` files on `n` workers are one file each.
+//! A split `[start, end)` owns exactly the lines that *start*
 //! in it, which is the standard Hadoop/Flink line splitting:
 //!
 //! * a split with `start > 0` begins after the first newline at or after `start` (the line it
@@ -69,7 +72,13 @@
 //! nothing is lost, provided the files and the split size stay the same.
 //!
 //! Each split also has its own watermark generator ([`SourceOutput::split`]), as in Flink's
-//! split-aware file source.
+//! split-aware file source. A reader's next split of the same file follows the one it reads
+//! (later lines, later event times in a file in time order), but the first split of a further
+//! file may start again from the earliest event time: the reader announces those splits as
+//! pending when it starts ([`SourceOutput::split_pending`]), and each holds the watermark
+//! until it is read, so none of its records is late for being read after another file. (A
+//! worker that reads several files therefore buffers its windows until its last file starts;
+//! a source of time-ordered shards, one file per worker, streams.)
 //!
 //! # Input that changes while it is read
 //!
@@ -269,8 +278,8 @@ impl<T: Send + 'static> Source<T> for JsonLinesSource<T> {
     fn create_reader(&self, ctx: &SourceContext) -> SpateResult<Box<dyn SourceReader<T>>> {
         let files = list_input_files(&self.path, "JSON-lines")?;
         let all = plan_splits(&files, self.split_size);
-        let splits: Vec<Planned> = ctx
-            .my_partitions(all.len())
+        let splits: Vec<Planned> = deal(&all, ctx)
+            .into_iter()
             .map(|i| Planned {
                 id: i as u64,
                 split: all[i],
@@ -287,6 +296,7 @@ impl<T: Send + 'static> Source<T> for JsonLinesSource<T> {
             files,
             splits,
             next_split: 0,
+            announced: false,
             finished: Vec::new(),
             cursor: None,
             spare_buf: Vec::new(),
@@ -330,6 +340,29 @@ struct Planned {
 struct Resume {
     offset: u64,
     line: Option<u64>,
+}
+
+/// The splits (indexes into `all`, planned by [`plan_splits`]) that the worker of `ctx` reads,
+/// in the order it reads them: the splits are dealt out round-robin by their place in their
+/// file (every file's first split, then every file's second, ...), and each worker reads its
+/// own in file and byte order. So the workers move through the files together: one file on
+/// `n` workers is read `n` consecutive splits at a time, and `n` files of about one size on
+/// `n` workers are one file per worker, each read from its start to its end (a worker's
+/// splits of one file are always in byte order, hence in event-time order in a file in time
+/// order; only a further file can start earlier, see the reader's `poll`).
+fn deal(all: &[Split], ctx: &SourceContext) -> Vec<usize> {
+    let mut place = Vec::with_capacity(all.len());
+    for (i, split) in all.iter().enumerate() {
+        let nth = match i.checked_sub(1).map(|p| &all[p]) {
+            Some(prev) if prev.file == split.file => place.last().map_or(0, |&(n, _, _)| n + 1),
+            _ => 0,
+        };
+        place.push((nth, split.file, i));
+    }
+    place.sort_unstable();
+    let mut mine: Vec<usize> = ctx.my_partitions(place.len()).map(|j| place[j].2).collect();
+    mine.sort_unstable();
+    mine
 }
 
 /// Cuts every file into splits of `split_size` bytes (the last one of a file may be shorter);
@@ -770,6 +803,8 @@ struct JsonLinesReader<T> {
     /// This reader's splits, in file and offset order.
     splits: Vec<Planned>,
     next_split: usize,
+    /// Whether the first split of each further file was announced as pending.
+    announced: bool,
     /// The splits this reader (or, before a restore, an earlier run) finished.
     finished: Vec<Planned>,
     cursor: Option<SplitCursor>,
@@ -797,6 +832,19 @@ impl<T> SourceReader<T> for JsonLinesReader<T> {
                 return Ok(SourceStatus::More);
             }
             let Some(cursor) = self.cursor.as_mut() else {
+                if !self.announced {
+                    // Splits are read one after another. The next split of the same file
+                    // holds later lines (later event times, in a file in time order), but a
+                    // further file starts again from anywhere: its first split holds the
+                    // watermark until it starts, or its records would all be late.
+                    self.announced = true;
+                    let later = self.splits.get(self.next_split..).unwrap_or_default();
+                    for pair in later.windows(2) {
+                        if pair[1].split.file != pair[0].split.file {
+                            out.split_pending(split_mark(pair[1].id));
+                        }
+                    }
+                }
                 let Some(&planned) = self.splits.get(self.next_split) else {
                     return Ok(if produced {
                         SourceStatus::More
@@ -970,6 +1018,7 @@ impl<T> SourceReader<T> for JsonLinesReader<T> {
         }
         self.splits = kept;
         self.next_split = 0;
+        self.announced = false;
         Ok(())
     }
 }
@@ -1031,6 +1080,44 @@ mod tests {
                 lines
             })
             .collect()
+    }
+
+    #[test]
+    fn deals_splits_by_their_place_in_their_file() {
+        let split = |file, start| Split {
+            file,
+            start,
+            end: start + 10,
+        };
+        let dealt = |all: &[Split], workers| -> Vec<Vec<usize>> {
+            (0..workers)
+                .map(|worker_index| {
+                    deal(
+                        all,
+                        &SourceContext {
+                            worker_index,
+                            workers,
+                        },
+                    )
+                })
+                .collect()
+        };
+        // One file: consecutive splits on consecutive workers, as before.
+        let one: Vec<Split> = (0..5).map(|i| split(0, i * 10)).collect();
+        assert_eq!(dealt(&one, 2), vec![vec![0, 2, 4], vec![1, 3]]);
+        // Two files of two splits on two workers: one file each.
+        let two = [split(0, 0), split(0, 10), split(1, 0), split(1, 10)];
+        assert_eq!(dealt(&two, 2), vec![vec![0, 1], vec![2, 3]]);
+        // Three files on two workers: the first splits of the three files go round first;
+        // each worker reads its splits in file and byte order.
+        let three = [
+            split(0, 0),
+            split(0, 10),
+            split(1, 0),
+            split(2, 0),
+            split(2, 10),
+        ];
+        assert_eq!(dealt(&three, 2), vec![vec![0, 3, 4], vec![1, 2]]);
     }
 
     #[test]
