@@ -97,6 +97,15 @@ def children_of(pid):
     return kids
 
 
+def pid_alive(pid):
+    """Whether process ``pid`` runs (a zombie waiting for its parent does not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
 def test_kill_9_of_a_child_with_python_state_gives_the_failure_free_output(tmp_path):
     out, ckpt = tmp_path / "out", tmp_path / "ckpt"
     env = dict(os.environ, PYTHONPATH=str(HERE), SPATE_REST="off", JOB_OUT=str(out),
@@ -177,3 +186,42 @@ except spate.JobExecutionError as e:
     assert "RAISED" in r.stdout, r.stdout[-2000:] + r.stderr[-2000:]
     # The failing process names itself, the operator and the Python exception.
     assert "process" in r.stderr and "boomer" in r.stderr and "KeyError" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGTERM])
+def test_the_processes_of_a_job_end_when_their_supervisor_dies(tmp_path, how):
+    script = tmp_path / "endless.py"
+    script.write_text("""
+from spate import StreamExecutionEnvironment
+from spate.connectors import NumberSequenceSource
+env = StreamExecutionEnvironment.get_execution_environment()
+env.set_processes(2).set_rest(False)
+env.from_source(NumberSequenceSource(0, None, rate=1000)).map(lambda x: x + 1) \\
+   .filter(lambda x: x < 0).print()
+env.execute("endless")
+""")
+    sup = subprocess.Popen([sys.executable, str(script)], env=dict(os.environ, SPATE_REST="off"),
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    kids = []
+    try:
+        deadline = time.time() + 60
+        while time.time() < deadline and len(kids) < 2:
+            time.sleep(0.2)
+            kids = children_of(sup.pid)
+        assert len(kids) == 2, "the supervisor did not start its two processes"
+        time.sleep(1.0)
+        # SIGTERM: Python's default action ends the interpreter without running any handler.
+        os.kill(sup.pid, how)
+        sup.wait(timeout=30)
+        deadline = time.time() + 30
+        alive = kids
+        while time.time() < deadline and alive:
+            time.sleep(0.2)
+            alive = [k for k in kids if pid_alive(k)]
+        assert not alive, f"processes {alive} outlived their supervisor"
+    finally:
+        if sup.poll() is None:
+            sup.kill()
+        for k in kids:
+            if pid_alive(k):
+                os.kill(k, signal.SIGKILL)

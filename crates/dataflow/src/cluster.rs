@@ -9,7 +9,9 @@
 //! treats the job as one unit: when any process exits with an error, it kills the others and
 //! reports the failure. (Restarting the whole job from its last checkpoint builds on this.)
 //! Ctrl-C and SIGTERM sent to the supervisor are forwarded to every process, which then stop
-//! cleanly.
+//! cleanly; on Linux a process also gets SIGTERM when the supervisor dies without forwarding
+//! anything (a `kill -9`, or an interpreter's default SIGTERM action), so no process of a job
+//! outlives its supervisor.
 
 use std::net::TcpListener;
 use std::process::{Child, Command};
@@ -181,8 +183,40 @@ fn process_command(
             .env(ENV_PROCESS_INDEX, index.to_string())
             .env(ENV_ADDRESSES, addresses.join(","));
     }
+    stop_with_the_supervisor(&mut command);
     command
 }
+
+/// Makes the child get SIGTERM (and stop as when the supervisor forwards one) when the
+/// supervisor dies, however it dies: a `kill -9`, or a SIGTERM to an embedding interpreter
+/// whose default action ends the process without forwarding anything. Otherwise the
+/// processes of a job would run on, orphaned. Linux's parent-death signal is tied to the
+/// thread that started the child, which is the supervising thread: it lives until every
+/// child has exited.
+#[cfg(target_os = "linux")]
+fn stop_with_the_supervisor(command: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    let supervisor = libc::pid_t::try_from(std::process::id()).unwrap_or(0);
+    // SAFETY: the closure runs in the child between fork and exec, where only
+    // async-signal-safe calls are allowed: it makes two system calls (prctl(2), getppid(2)),
+    // allocates nothing and touches no lock.
+    #[allow(unsafe_code)]
+    unsafe {
+        command.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The supervisor may have died before the signal was armed.
+            if libc::getppid() != supervisor {
+                return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+            }
+            Ok(())
+        });
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn stop_with_the_supervisor(_: &mut Command) {}
 
 /// The delays of a restart strategy.
 pub(crate) struct Backoff {
