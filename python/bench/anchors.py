@@ -24,8 +24,8 @@ the bid's fields; persons and auctions give a null ``bid`` and are filtered out 
               carry its last instant, so each first-stage window lands in one); the ties are
               picked by a Python flat_map once per window (python_calls = windows, not bids)
   W3 native   flat_map of ``col("bid.extra").split(sep)``, empty tokens dropped, keyed by the
-              word, counted by ``agg.count()`` in a tumbling event-time window of 2^62 ms: a
-              stand-in for a global window that fires once at end of input
+              word, counted by ``agg.count()`` in a ``full_window_partition()`` (Flink 1.20's:
+              one count per word, emitted at the end of the input)
   W3 udf      the same with the splitter in a Python flat_map (udf_pos: fields by position)
 
 Output goes through a FileSink (simple string encoder) into OUT.parts/, whose part files are
@@ -40,7 +40,6 @@ import sys
 import time
 
 SIZE_MS, SLIDE_MS = 10_000, 2_000
-ALL_TIME_MS = 1 << 62  # a tumbling window this long holds every event of the epoch era
 
 VARIANTS = {"W1": ["native", "concat", "udf", "udf_pos"], "W2": ["native"],
             "W3": ["native", "udf", "udf_pos"]}
@@ -155,20 +154,18 @@ def build(a, env):
                     for auction, n in w.pairs if n == w.top]
         rows, allowed = per_window.flat_map(ties).name("ties"), None
     else:
-        timed = event_time(bids)  # a word keeps its bid's event time
         if a.variant == "native":
-            words = timed.flat_map(col("bid.extra").split(a.sep)).filter(col("*") != "")
+            words = bids.flat_map(col("bid.extra").split(a.sep)).filter(col("*") != "")
         elif a.variant == "udf":
             sep = a.sep
-            words = timed.flat_map(lambda r: [w for w in r.bid.extra.split(sep) if w])
+            words = bids.flat_map(lambda r: [w for w in r.bid.extra.split(sep) if w])
             allowed = None
         else:
             sep = a.sep
-            words = timed.flat_map(lambda r: [w for w in r[1][4].split(sep) if w])
+            words = bids.flat_map(lambda r: [w for w in r[1][4].split(sep) if w])
             allowed = None
-        counts = (words.key_by(col("*"))
-                  .window(TumblingEventTimeWindows.of(Duration.of_millis(ALL_TIME_MS)))
-                  .aggregate(agg.count()))
+        # Each word's count once, at the end of the input (Flink's fullWindowPartition).
+        counts = words.key_by(col("*")).full_window_partition().aggregate(agg.count())
         rows = counts.map(format_string("%s\t%d", col("key"), col("count")))
     rows.sink_to(FileSink.for_row_format(a.parts, Encoder.simple_string_encoder()).build())
     return allowed

@@ -19,13 +19,15 @@ from spate.common import Duration, Row, Time, TimestampAssigner, TypeInformation
 from spate.datastream import (CheckpointingMode, CloseableIterator, ConnectedStreams, DataStream,
                               JobExecutionError,
                               JobExecutionResult, KeyedStream, RestartStrategies,
-                              StreamExecutionEnvironment, WindowedStream)
+                              PartitionWindowedStream, StreamExecutionEnvironment,
+                              WindowedStream)
 from spate.expr import col, lit
 
 __version__: str = _native.version()
 """The version of Spate (the Cargo workspace's version)."""
 
 __all__ = ["StreamExecutionEnvironment", "DataStream", "KeyedStream", "WindowedStream",
+           "PartitionWindowedStream",
            "ConnectedStreams", "JobExecutionResult", "JobExecutionError", "CloseableIterator", "RestartStrategies",
            "CheckpointingMode", "Duration", "Time", "Types", "TypeInformation", "Row",
            "WatermarkStrategy", "TimestampAssigner", "col", "lit", "agg", "functions", "state",

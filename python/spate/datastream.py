@@ -22,6 +22,7 @@ from spate.functions import Function, KeyedProcessFunction, RuntimeContext
 from spate.window import WindowAssigner
 
 __all__ = ["StreamExecutionEnvironment", "DataStream", "KeyedStream", "WindowedStream",
+           "PartitionWindowedStream",
            "JobExecutionResult", "CloseableIterator", "RestartStrategies",
            "CheckpointingMode", "JobExecutionError"]
 
@@ -461,12 +462,54 @@ class KeyedStream(DataStream):
         self._env._functions.append(keyed_process_function)
         return self._then({"op": "process", "fn": keyed_process_function})
 
+    def full_window_partition(self) -> "PartitionWindowedStream":
+        """Each key's records as one window that ends with the input: see
+        :class:`PartitionWindowedStream`."""
+        node = {"op": "window", "kind": "full_partition", "size_ms": 0, "slide_ms": 0,
+                "gap_ms": 0, "offset_ms": 0, "lateness_ms": None,
+                "key_name": self._node.get("key_name", "key")}
+        return self._then(node, PartitionWindowedStream)
+
     def window(self, window_assigner: WindowAssigner) -> "WindowedStream":
         if not isinstance(window_assigner, WindowAssigner):
             raise TypeError("window takes a window assigner (spate.window)")
         node = {"op": "window", **window_assigner._spec(), "lateness_ms": None,
                 "key_name": self._node.get("key_name", "key")}
         return self._then(node, WindowedStream)
+
+
+class PartitionWindowedStream(DataStream):
+    """Each key's records as one window that ends with the input (Flink 1.20's
+    ``KeyedStream.full_window_partition()``): one result per key, emitted when a bounded
+    input ends (an unbounded one never emits). The accumulator is the key's checkpointed
+    state; nothing is kept per window or per record."""
+
+    def aggregate(self, *aggregates: Any) -> DataStream:
+        """With built-in aggregates (:mod:`spate.agg`) it runs in Rust, and each key's result
+        is a row of the key and the aggregates; with one Python
+        :class:`~spate.functions.AggregateFunction`, its ``get_result``."""
+        from spate.agg import Agg
+        from spate.functions import AggregateFunction
+        if len(aggregates) == 1 and isinstance(aggregates[0], AggregateFunction):
+            self._env._functions.append(aggregates[0])
+            return self._then({"op": "window_py_aggregate", "fn": aggregates[0],
+                               "window_fn": None})
+        if not aggregates or not all(isinstance(a, Agg) for a in aggregates):
+            raise TypeError("aggregate takes built-in aggregates (spate.agg.count(), ...) or "
+                            "one AggregateFunction")
+        names = [a.name for a in aggregates]
+        if len(set(names)) != len(names):
+            raise ValueError(f"two aggregates have the same name: {names} (use .alias)")
+        return self._then({"op": "window_aggregate", "aggs": [a._spec() for a in aggregates],
+                           "key_name": self._node.get("key_name", "key")})
+
+    def reduce(self, reduce_function: Any) -> DataStream:
+        """Each key's records reduced by ``reduce_function(accumulated, new)``, once per key at
+        the end of the input."""
+        fn = _callable(reduce_function, "reduce", "reduce")
+        if isinstance(reduce_function, Function):
+            self._env._functions.append(reduce_function)
+        return self._then({"op": "window_reduce", "fn": fn})
 
 
 class WindowedStream(DataStream):

@@ -637,3 +637,69 @@ fn window_all_reduces_and_aggregates_over_the_whole_stream() {
     expected.sort();
     assert_eq!(got, expected);
 }
+
+/// `full_window_partition`: each key once, at the end of the input, with the aggregate of all
+/// its records (against a plain fold), on one worker and several; `reduce` likewise.
+#[test]
+fn a_full_window_partition_emits_each_key_once_at_the_end() {
+    struct SumCount;
+    impl spate::dataflow::AggregateFunction<(u32, i64)> for SumCount {
+        type Acc = (i64, u64);
+        type Out = (i64, u64);
+        fn create_accumulator(&self) -> (i64, u64) {
+            (0, 0)
+        }
+        fn add(&self, r: &(u32, i64), acc: &mut (i64, u64)) {
+            acc.0 += r.1;
+            acc.1 += 1;
+        }
+        fn get_result(&self, acc: &(i64, u64)) -> (i64, u64) {
+            *acc
+        }
+        fn merge(&self, a: (i64, u64), b: (i64, u64)) -> (i64, u64) {
+            (a.0 + b.0, a.1 + b.1)
+        }
+    }
+    let records: Vec<(u32, i64)> = (0..20_000i64)
+        .map(|i| ((i * 7919 % 613) as u32, i % 97 - 40))
+        .collect();
+    let mut oracle = std::collections::BTreeMap::<u32, (i64, u64)>::new();
+    for &(k, v) in &records {
+        let e = oracle.entry(k).or_default();
+        e.0 += v;
+        e.1 += 1;
+    }
+    let want: Vec<(u32, i64, u64)> = oracle.iter().map(|(&k, &(s, n))| (k, s, n)).collect();
+    let want_max: Vec<(u32, i64)> = {
+        let mut m = std::collections::BTreeMap::<u32, i64>::new();
+        for &(k, v) in &records {
+            let e = m.entry(k).or_insert(i64::MIN);
+            *e = (*e).max(v);
+        }
+        m.into_iter().collect()
+    };
+    for workers in [1, 3] {
+        let env = StreamEnv::new(JobConfig::local(workers));
+        let keyed = env
+            .from_source(CollectionSource::new(records.clone()))
+            .key_by(|r: &(u32, i64)| r.0);
+        let sums = keyed
+            .full_window_partition()
+            .aggregate_with(
+                SumCount,
+                |k: &u32, (s, n), out: &mut Vec<(u32, i64, u64)>| out.push((*k, s, n)),
+            )
+            .collect();
+        let maxima = keyed
+            .full_window_partition()
+            .reduce(|a: (u32, i64), b: (u32, i64)| if b.1 > a.1 { b } else { a })
+            .collect();
+        env.execute("full partitions").unwrap();
+        let mut got = sums.take();
+        got.sort_unstable();
+        assert_eq!(got, want, "{workers} workers");
+        let mut got = maxima.take();
+        got.sort_unstable();
+        assert_eq!(got, want_max, "{workers} workers");
+    }
+}

@@ -15,6 +15,8 @@
 //! * [`DataStream`] ([`stream`]), [`KeyedStream`] ([`keyed`]), [`ConnectedStreams`] and
 //!   [`ConnectedKeyedStreams`] ([`connected`]): the API.
 //! * [`all_window`]: windows over a whole non-keyed stream (Flink's `windowAll`).
+//! * [`partition`]: one result per key at the end of the input (Flink's
+//!   `fullWindowPartition`).
 //! * [`join`]: the interval join, the window join and the co-group.
 //! * [`changelog`]: updating aggregates emitted as a changelog (`+I -U +U -D`), Flink's
 //!   unbounded `GROUP BY` and retract streams.
@@ -53,6 +55,7 @@ pub mod function;
 pub mod join;
 pub mod keyed;
 pub mod metrics;
+pub mod partition;
 pub mod plan;
 pub mod process;
 pub(crate) mod report;
@@ -81,6 +84,7 @@ pub use join::{
     JoinWhere, JoinWithWindow, JoinedStreams,
 };
 pub use keyed::KeyedStream;
+pub use partition::PartitionWindowedStream;
 pub use process::{
     Either, KeyedCoProcessFunction, KeyedProcessFunction, OutputTag, ProcessContext, TimeDomain,
 };

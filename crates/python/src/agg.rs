@@ -109,6 +109,13 @@ impl Aggregates {
         intern(names)
     }
 
+    /// The names of a full partition's result rows: the key, then each aggregate's alias.
+    pub fn output_names_without_window(&self, key: &str) -> Names {
+        let mut names = vec![key.to_owned()];
+        names.extend(self.specs.iter().map(|s| s.alias.clone()));
+        intern(names)
+    }
+
     /// The aggregate function over records whose value `value` extracts (a Python key
     /// selector pairs each record with its key).
     pub fn over(self, value: fn(&Rec) -> &Rec) -> Over {

@@ -918,6 +918,7 @@ impl<'py> Builder<'py> {
                 lateness,
                 key_name,
             ),
+            "full_partition" => apply.run_full_partition(k, key_name)?,
             other => {
                 return Err(PyValueError::new_err(format!(
                     "unknown window assigner `{other}`"
@@ -1180,6 +1181,37 @@ impl WindowFn {
                 k.unwrap(s)
             }
         }
+    }
+}
+
+impl WindowFn {
+    /// The function over each key's whole input (`full_window_partition()`), emitted at its
+    /// end: built-in aggregates give rows of the key and the aggregates.
+    fn run_full_partition(self, k: &Keyed, key_name: &str) -> PyResult<DataStream<Rec>> {
+        let p = k.stream.full_window_partition();
+        let kk = k.key.clone();
+        Ok(match self {
+            WindowFn::Native(aggs) => {
+                let names = aggs.output_names_without_window(key_name);
+                let aggs = aggs.over(match kk {
+                    KeyOf::Paired => paired_value,
+                    KeyOf::Native => same_value,
+                });
+                p.aggregate_with(aggs, move |key: &Rec, vals: Vec<Rec>, out: &mut Vec<Rec>| {
+                    let mut row = Vec::with_capacity(vals.len() + 1);
+                    row.push(key.clone());
+                    row.extend(vals);
+                    out.push(Rec::Row(Some(Arc::clone(&names)), row));
+                })
+            }
+            WindowFn::PyAggregate(agg, None) => p.aggregate(agg),
+            WindowFn::PyReduce(f) => k.unwrap(p.reduce(py_reduce(kk, f))),
+            WindowFn::PyAggregate(_, Some(_)) | WindowFn::PyProcess(_) => {
+                return Err(PyTypeError::new_err(
+                    "a full window partition takes aggregate(...) or reduce(...), not a window function",
+                ))
+            }
+        })
     }
 }
 
