@@ -83,8 +83,9 @@ pub enum Acc {
     One(Option<Rec>),
     Avg(f64, u64),
     List(Vec<Rec>),
-    /// The extreme value and its record.
-    Arg(Option<(Rec, Rec)>),
+    /// The extreme value and its record (boxed: an accumulator stays small, 48 bytes, for the
+    /// common aggregates, as it is kept per key and window).
+    Arg(Option<Box<(Rec, Rec)>>),
 }
 
 /// The aggregates of one window function.
@@ -225,7 +226,7 @@ impl AggregateFunction<Rec> for Over {
                     let v = v.unwrap_or_default();
                     let better = match cur.as_ref() {
                         None => true,
-                        Some((c, _)) => order(&v, c).is_some_and(|o| {
+                        Some(c) => order(&v, &c.0).is_some_and(|o| {
                             if s.kind == AggKind::ArgMin {
                                 o.is_lt()
                             } else {
@@ -234,7 +235,7 @@ impl AggregateFunction<Rec> for Over {
                         }),
                     };
                     if better {
-                        *cur = Some((v, r.clone()));
+                        *cur = Some(Box::new((v, r.clone())));
                     }
                 }
                 _ => unreachable!("accumulators follow their specs"),
@@ -250,7 +251,7 @@ impl AggregateFunction<Rec> for Over {
                 Acc::Avg(_, 0) => Rec::None,
                 Acc::Avg(t, n) => Rec::Float(t / *n as f64),
                 Acc::List(items) => Rec::List(items.clone()),
-                Acc::Arg(x) => x.as_ref().map(|(_, r)| r.clone()).unwrap_or_default(),
+                Acc::Arg(x) => x.as_ref().map(|b| b.1.clone()).unwrap_or_default(),
             })
             .collect()
     }
