@@ -533,3 +533,52 @@ fn rescale_through_savepoints(backend: StateBackend) {
         );
     }
 }
+
+/// Per key `v % 1000`: its count and sum over the whole input, from `full_window_partition`.
+fn full_partition_run(
+    out: &Path,
+    workers: usize,
+    checkpoints: Option<(&Path, bool)>,
+    fail_after: u64,
+    backend: StateBackend,
+) -> SpateResult<JobResult> {
+    let mut config = JobConfig::local(workers);
+    config.state_backend = backend;
+    if let Some((dir, restore)) = checkpoints {
+        config.checkpoint_interval = Some(Duration::from_millis(100));
+        config.checkpoint_dir = Some(dir.display().to_string());
+        config.restore = restore.then(|| "latest".to_string());
+    }
+    let env = StreamEnv::new(config);
+    let source = Flaky::new(EVENTS, 60_000.0, fail_after)
+        .after_a_checkpoint_in(checkpoints.map(|(d, _)| d.to_path_buf()));
+    env.from_source(source)
+        .key_by(|v: &u64| v % 1000)
+        .full_window_partition()
+        .aggregate_with(
+            Count,
+            |k: &u64, (n, sum), out: &mut Vec<(u64, u64, u64)>| out.push((*k, n, sum)),
+        )
+        .write_jsonl(out);
+    env.execute("full partition")
+}
+
+/// A full partition's accumulators are keyed state and its emission a timer per key: a job
+/// that fails half-way and is restored, on another number of workers and the other state
+/// backend, emits each key once with exactly the failure-free result.
+#[test]
+fn a_full_window_partition_restored_after_a_failure_gives_the_failure_free_results() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (expected_dir, out, ckpt) = (
+        tmp.path().join("e"),
+        tmp.path().join("o"),
+        tmp.path().join("c"),
+    );
+    full_partition_run(&expected_dir, 1, None, u64::MAX, StateBackend::Memory).unwrap();
+    let expected = rows(&expected_dir);
+    assert_eq!(expected.len(), 1000, "every key once");
+    let failed = full_partition_run(&out, 2, Some((&ckpt, false)), EVENTS / 2, small_disk());
+    assert!(failed.is_err(), "the first run fails");
+    full_partition_run(&out, 3, Some((&ckpt, true)), u64::MAX, StateBackend::Memory).unwrap();
+    assert_eq!(rows(&out), expected, "nothing lost, nothing twice");
+}
