@@ -31,13 +31,13 @@
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
-use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::de::DeserializeOwned;
 use spate_types::{
-    BadRecordPolicy, Source, SourceContext, SourceOutput, SourceReader, SourceStatus, SpateError,
-    SpateResult, SplitPosition,
+    BadRecordPolicy, DataType, Row, Schema, Source, SourceContext, SourceOutput, SourceReader,
+    SourceStatus, SpateError, SpateResult, SplitPosition, Value,
 };
 
 use super::discover::{io_error, list_input_files, InputFile};
@@ -63,18 +63,129 @@ pub struct CsvSource<T> {
     has_headers: bool,
     delimiter: u8,
     policy: BadRecordPolicy,
-    _records: PhantomData<fn() -> T>,
+    decoder: RecordDecoder<T>,
 }
 
+/// Decodes one CSV record, given the file's header row when it has one; an `Err(reason)`
+/// makes it a bad record.
+pub type RecordDecoder<T> =
+    Arc<dyn Fn(&csv::ByteRecord, Option<&csv::ByteRecord>) -> Result<T, String> + Send + Sync>;
+
 impl<T: DeserializeOwned + Send + 'static> CsvSource<T> {
-    /// Reads `path` (a file or a directory) with a header row and `,` as the delimiter.
+    /// Reads `path` (a file or a directory) with a header row and `,` as the delimiter,
+    /// deserializing each record into `T` with serde.
     pub fn new(path: impl Into<PathBuf>) -> Self {
+        Self::with_decoder(
+            path,
+            Arc::new(
+                |record: &csv::ByteRecord, headers: Option<&csv::ByteRecord>| {
+                    record
+                        .deserialize::<T>(headers)
+                        .map_err(|err| match err.kind() {
+                            csv::ErrorKind::Deserialize { err, .. } => {
+                                deserialize_reason(err, headers)
+                            }
+                            other => format!("{other:?}"),
+                        })
+                },
+            ),
+        )
+    }
+}
+
+impl CsvSource<Row> {
+    /// Reads `path` (a file or a directory) into [`Row`]s of `schema`: with a header row
+    /// (the default), each field is the column of its name, in any order, and columns not in
+    /// the schema are skipped; without one, the fields are the columns in order. A missing
+    /// or empty column is [`Value::Null`] when its field is nullable (an empty column of a
+    /// string field is `""`); otherwise, and for a column that does not parse as its
+    /// field's type, the record is a bad record. Booleans are `true` / `false` in any case,
+    /// timestamps `YYYY-MM-DD HH:MM:SS[.fff]` or epoch milliseconds. A schema with a nested
+    /// row is refused: CSV has no nesting.
+    pub fn with_schema(path: impl Into<PathBuf>, schema: &Schema) -> SpateResult<Self> {
+        let fields: Vec<(String, DataType, bool)> = schema
+            .fields()
+            .iter()
+            .map(|f| match f.data_type {
+                DataType::Row(_) => Err(SpateError::Config(format!(
+                    "CSV cannot hold the nested row `{}`: a CSV schema has flat fields only",
+                    f.name
+                ))),
+                ref t => Ok((f.name.clone(), t.clone(), f.nullable)),
+            })
+            .collect::<SpateResult<_>>()?;
+        Ok(Self::with_decoder(
+            path,
+            Arc::new(
+                move |record: &csv::ByteRecord, headers: Option<&csv::ByteRecord>| {
+                    decode_row(&fields, record, headers)
+                },
+            ),
+        ))
+    }
+}
+
+/// One record as a row of `fields` (see [`CsvSource::with_schema`]).
+fn decode_row(
+    fields: &[(String, DataType, bool)],
+    record: &csv::ByteRecord,
+    headers: Option<&csv::ByteRecord>,
+) -> Result<Row, String> {
+    let mut values = Vec::with_capacity(fields.len());
+    for (i, (name, data_type, nullable)) in fields.iter().enumerate() {
+        let column = match headers {
+            Some(h) => h.iter().position(|c| c == name.as_bytes()),
+            None => Some(i),
+        };
+        let text = column.and_then(|c| record.get(c));
+        let text = match text {
+            Some(t) => {
+                std::str::from_utf8(t).map_err(|_| format!("field `{name}` is not UTF-8"))?
+            }
+            None if *nullable => {
+                values.push(Value::Null);
+                continue;
+            }
+            None => return Err(format!("missing field `{name}`")),
+        };
+        if text.is_empty() && *data_type != DataType::String {
+            if *nullable {
+                values.push(Value::Null);
+                continue;
+            }
+            return Err(format!("field `{name}` is empty but not nullable"));
+        }
+        let bad = |what: &str| format!("field `{name}`: {text:?} is not {what}");
+        let value = match data_type {
+            DataType::Bool => match text.to_ascii_lowercase().as_str() {
+                "true" => Value::Bool(true),
+                "false" => Value::Bool(false),
+                _ => return Err(bad("a boolean (true or false)")),
+            },
+            DataType::Int64 => Value::Int(text.trim().parse().map_err(|_| bad("an integer"))?),
+            DataType::Float64 => Value::Float(text.trim().parse().map_err(|_| bad("a number"))?),
+            DataType::String => Value::Str(text.to_owned()),
+            DataType::Timestamp => Value::Int(match text.trim().parse::<i64>() {
+                Ok(ms) => ms,
+                Err(_) => crate::files::json::parse_timestamp_ms(text.trim())
+                    .ok_or_else(|| bad("a timestamp (YYYY-MM-DD HH:MM:SS.mmm or epoch ms)"))?,
+            }),
+            DataType::Row(_) => unreachable!("refused by with_schema"),
+        };
+        values.push(value);
+    }
+    Ok(Row(values))
+}
+
+impl<T: Send + 'static> CsvSource<T> {
+    /// Reads `path` (a file or a directory), decoding each record with `decoder`.
+    pub fn with_decoder(path: impl Into<PathBuf>, decoder: RecordDecoder<T>) -> Self {
         CsvSource {
             path: path.into(),
             has_headers: true,
             delimiter: b',',
             policy: BadRecordPolicy::default(),
-            _records: PhantomData,
+            decoder,
         }
     }
 
@@ -102,7 +213,7 @@ impl<T: DeserializeOwned + Send + 'static> CsvSource<T> {
     }
 }
 
-impl<T: DeserializeOwned + Send + 'static> Source<T> for CsvSource<T> {
+impl<T: Send + 'static> Source<T> for CsvSource<T> {
     fn name(&self) -> String {
         format!("csv:{}", self.path.display())
     }
@@ -136,7 +247,7 @@ impl<T: DeserializeOwned + Send + 'static> Source<T> for CsvSource<T> {
             record: csv::ByteRecord::new(),
             done_bytes: 0,
             total_bytes,
-            _records: PhantomData,
+            decoder: Arc::clone(&self.decoder),
         }))
     }
 }
@@ -167,7 +278,7 @@ struct CsvReader<T> {
     record: csv::ByteRecord,
     done_bytes: u64,
     total_bytes: u64,
-    _records: PhantomData<fn() -> T>,
+    decoder: RecordDecoder<T>,
 }
 
 impl<T> CsvReader<T> {
@@ -258,7 +369,7 @@ fn raw_record(path: &Path, start: u64, end: u64, line: u64) -> (u64, Vec<u8>) {
     (line + newlines, text.to_vec())
 }
 
-impl<T: DeserializeOwned> SourceReader<T> for CsvReader<T> {
+impl<T> SourceReader<T> for CsvReader<T> {
     fn poll(
         &mut self,
         out: &mut SourceOutput<'_, T>,
@@ -303,19 +414,14 @@ impl<T: DeserializeOwned> SourceReader<T> for CsvReader<T> {
                 .cloned()
                 .unwrap_or_else(|| open.reader.position().clone());
             let reason = match result {
-                Ok(true) => match self.record.deserialize::<T>(open.headers.as_ref()) {
+                Ok(true) => match (self.decoder)(&self.record, open.headers.as_ref()) {
                     Ok(record) => {
                         rows += 1;
                         produced = true;
                         out.push(record);
                         continue;
                     }
-                    Err(err) => match err.kind() {
-                        csv::ErrorKind::Deserialize { err, .. } => {
-                            deserialize_reason(err, open.headers.as_ref())
-                        }
-                        other => format!("{other:?}"),
-                    },
+                    Err(reason) => reason,
                 },
                 Ok(false) => {
                     self.done_bytes += input.len;

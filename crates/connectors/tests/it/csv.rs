@@ -227,3 +227,114 @@ fn missing_path_and_progress() {
     crate::util::drain(reader.as_mut(), 10);
     assert_eq!(reader.progress(), Some((20, 20)));
 }
+
+/// `CsvSource::with_schema`: columns by header name (in any order, extra ones skipped) or
+/// by position, typed per field, nulls for missing or empty nullable columns, and a bad
+/// record with its reason for everything else; a nested row is refused.
+#[test]
+fn a_declared_schema_types_the_columns() {
+    use spate_types::{DataType, Field, Row as SRow, Schema, Value};
+    let schema = Schema::new(vec![
+        Field::not_null("id", DataType::Int64),
+        Field::new("price", DataType::Float64),
+        Field::new("ok", DataType::Bool),
+        Field::new("name", DataType::String),
+        Field::new("at", DataType::Timestamp),
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let with_header = dir.path().join("h.csv");
+    std::fs::write(
+        &with_header,
+        "name,extra,id,ok,price,at\n\
+         ann,x,1,TRUE,2.5,1970-01-01 00:00:01.500\n\
+         ,y,2,false,,3000\n\
+         bob,z,x3,true,1,5\n\
+         cid,z,,true,1,5\n\
+         dan,z,4,maybe,1,5\n",
+    )
+    .unwrap();
+    let drained = read_all(
+        &CsvSource::with_schema(&with_header, &schema)
+            .unwrap()
+            .policy(BadRecordPolicy::Drop),
+        1,
+        100,
+    )
+    .remove(0);
+    assert!(drained.error.is_none());
+    let s = |v: &str| Value::Str(v.into());
+    assert_eq!(
+        drained.records,
+        vec![
+            SRow(vec![
+                Value::Int(1),
+                Value::Float(2.5),
+                Value::Bool(true),
+                s("ann"),
+                Value::Int(1500)
+            ]),
+            SRow(vec![
+                Value::Int(2),
+                Value::Null,
+                Value::Bool(false),
+                s(""),
+                Value::Int(3000)
+            ]),
+        ]
+    );
+    assert_eq!(
+        drained.dropped, 3,
+        "x3, an empty id and maybe are bad records"
+    );
+
+    // The reasons name the field.
+    let failed = read_all(
+        &CsvSource::with_schema(&with_header, &schema).unwrap(),
+        1,
+        100,
+    )
+    .remove(0)
+    .error
+    .expect("the default policy fails the job")
+    .to_string();
+    assert!(
+        failed.contains("field `id`: \"x3\" is not an integer"),
+        "{failed}"
+    );
+
+    // Without a header: by position; empty columns are null (a string's is "").
+    let positional = dir.path().join("p.csv");
+    std::fs::write(&positional, "7,1.25,false,eve,10\n8,,,,\n").unwrap();
+    let rows = read_ok(
+        &CsvSource::with_schema(&positional, &schema)
+            .unwrap()
+            .has_headers(false),
+    )
+    .records;
+    assert_eq!(
+        rows,
+        vec![
+            SRow(vec![
+                Value::Int(7),
+                Value::Float(1.25),
+                Value::Bool(false),
+                s("eve"),
+                Value::Int(10)
+            ]),
+            SRow(vec![
+                Value::Int(8),
+                Value::Null,
+                Value::Null,
+                s(""),
+                Value::Null
+            ]),
+        ]
+    );
+
+    let nested = Schema::new(vec![Field::new("r", DataType::Row(schema.clone()))]);
+    let err = CsvSource::with_schema(&positional, &nested)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("nested row `r`"), "{err}");
+}
