@@ -221,6 +221,39 @@ def test_bad_json_lines_can_go_to_dead_letters(env, tmp_path):
     assert letters[0]["source"].endswith("bad.jsonl") and letters[0]["reason"]
 
 
+@pytest.mark.parametrize("workers", [1, 2])
+def test_csv_rows_of_a_declared_type_are_decoded_in_rust(workers, tmp_path):
+    import csv as pycsv
+    from spate.connectors import CsvReaderFormat, FileSource, dead_letter
+    src = tmp_path / "trips"
+    src.mkdir()
+    rows = [(i, f"c{i % 4}", i * 1.5, i % 3 == 0) for i in range(300)]
+    for part in range(3):  # a directory of files, with their columns in another order
+        with open(src / f"part-{part}.csv", "w", newline="") as f:
+            w = pycsv.writer(f, delimiter=";")
+            w.writerow(["fare", "id", "city", "flag", "unused"])
+            for i, city, fare, flag in rows[part::3]:
+                w.writerow([fare, i, city, str(flag).lower(), "x"])
+    with open(src / "part-3.csv", "w") as f:
+        f.write("fare;id;city;flag;unused\n1.0;not-a-number;c9;true;x\n")
+    dead = tmp_path / "dead.jsonl"
+    t = Types.ROW_NAMED(["id", "city", "fare", "flag"],
+                        [Types.LONG(), Types.STRING(), Types.DOUBLE(), Types.BOOLEAN()])
+    env = spate.StreamExecutionEnvironment.get_execution_environment().set_parallelism(workers)
+    env.set_rest(False)
+    fmt = CsvReaderFormat.for_schema(t, delimiter=";")
+    source = FileSource.for_record_stream_format(fmt, str(src)).bad_records(
+        dead_letter(str(dead))).build()
+    out = collect(env.from_source(source).map(spate.expr.tuple_(
+        col("id"), col("city"), col("fare"), col("flag"))))
+    assert sorted(out) == rows
+    (letter,) = [json.loads(line) for line in dead.read_text().splitlines()]
+    assert letter["line"] == 2 and letter["source"].endswith("part-3.csv")
+    assert "field `id`" in letter["reason"], letter
+    with pytest.raises(TypeError):
+        FileSource.csv(str(src), Types.LONG())
+
+
 def test_file_sink_writes_every_record(env, tmp_path):
     from spate.connectors import Encoder, FileSink
     out_dir = tmp_path / "out"

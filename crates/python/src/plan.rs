@@ -24,8 +24,8 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 use spate_connectors::{
-    CollectHandle, CollectSink, CollectionSource, FileSink, JsonLinesSource, RollingPolicy,
-    SequenceSource, SocketTextSource,
+    CollectHandle, CollectSink, CollectionSource, CsvSource, FileSink, JsonLinesSource,
+    RollingPolicy, SequenceSource, SocketTextSource,
 };
 use spate_dataflow::{
     DataStream, EventTimeSessionWindows, KeyedStream, ProcessingTimeSessionWindows,
@@ -532,6 +532,31 @@ impl<'py> Builder<'py> {
                             .name("to dicts")
                     }
                 };
+                Built::Stream(s)
+            }
+            "csv" => {
+                let path: String = get(node, "path")?;
+                let schema = schema(&get::<Bound<'_, PyAny>>(node, "schema")?)?;
+                let shape = RowShape::of(&schema);
+                let delimiter: String = get(node, "delimiter")?;
+                let delimiter = match delimiter.as_bytes() {
+                    [b] => *b,
+                    _ => {
+                        return Err(PyValueError::new_err(format!(
+                            "a CSV delimiter is one ASCII character, not {delimiter:?}"
+                        )))
+                    }
+                };
+                let mut src = CsvSource::<spate_types::Row>::with_schema(&path, &schema)
+                    .map_err(|e| PyValueError::new_err(e.to_string()))?
+                    .has_headers(get(node, "has_header")?)
+                    .delimiter(delimiter);
+                if let Some(p) = policy(node)? {
+                    src = src.policy(p);
+                }
+                let s = labelled(self.env.from_source(src), &name, &uid)
+                    .map(move |row: spate_types::Row| shape.rec(row.0))
+                    .name("to rows");
                 Built::Stream(s)
             }
             "socket" => {
