@@ -27,6 +27,8 @@ the bid's fields; persons and auctions give a null ``bid`` and are filtered out 
               word, counted by ``agg.count()`` in a ``full_window_partition()`` (Flink 1.20's:
               one count per word, emitted at the end of the input)
   W3 udf      the same with the splitter in a Python flat_map (udf_pos: fields by position)
+  W3 kpf      the native splitter, then a Python KeyedProcessFunction counting each word in a
+              ValueState and emitting it from an event-time timer at the final watermark
 
 Output goes through a FileSink (simple string encoder) into OUT.parts/, whose part files are
 concatenated into OUT after the timed run (as py_workloads.py does for Bytewax's parts).
@@ -42,7 +44,7 @@ import time
 SIZE_MS, SLIDE_MS = 10_000, 2_000
 
 VARIANTS = {"W1": ["native", "concat", "udf", "udf_pos"], "W2": ["native"],
-            "W3": ["native", "udf", "udf_pos"]}
+            "W3": ["native", "udf", "udf_pos", "kpf"]}
 
 
 def input_files(path):
@@ -105,6 +107,29 @@ def w1_row_pos(r):
     return "%d\t%d\t%s\t%s\t%s" % (auction, bidder, price, dt, extra)
 
 
+def _word_count_class():
+    from spate.functions import KeyedProcessFunction
+    from spate.state import ValueStateDescriptor
+
+    END = (1 << 63) - 1  # the final watermark
+
+    class WordCount(KeyedProcessFunction):
+        def open(self, ctx):
+            self.n = ctx.get_state(ValueStateDescriptor("n"))
+
+        def process_element(self, word, ctx):
+            n = self.n.value()
+            if n is None:
+                ctx.timer_service().register_event_time_timer(END)
+                n = 0
+            self.n.update(n + 1)
+            return ()
+
+        def on_timer(self, timestamp, ctx):
+            yield "%s\t%d" % (ctx.get_current_key(), self.n.value())
+    return WordCount
+
+
 def build(a, env):
     """Adds the workload's job to ``env``; returns the number of Python calls allowed
     (None: any)."""
@@ -121,6 +146,8 @@ def build(a, env):
                     .with_timestamp_assigner(col("bid.dateTime").to_timestamp()))
         return s.assign_timestamps_and_watermarks(strategy)
 
+    global WordCount
+    WordCount = _word_count_class()
     allowed = 0
     if a.workload == "W1":
         v = col("bid.price") * 908
@@ -164,9 +191,14 @@ def build(a, env):
             sep = a.sep
             words = bids.flat_map(lambda r: [w for w in r[1][4].split(sep) if w])
             allowed = None
-        # Each word's count once, at the end of the input (Flink's fullWindowPartition).
-        counts = words.key_by(col("*")).full_window_partition().aggregate(agg.count())
-        rows = counts.map(format_string("%s\t%d", col("key"), col("count")))
+        if a.variant == "kpf":
+            # The count in a Python KeyedProcessFunction's ValueState, emitted by an
+            # event-time timer at the end of the input (the final watermark fires it).
+            rows = words.key_by(lambda w: w).process(WordCount())
+        else:
+            # Each word's count once, at the end of the input (Flink's fullWindowPartition).
+            counts = words.key_by(col("*")).full_window_partition().aggregate(agg.count())
+            rows = counts.map(format_string("%s\t%d", col("key"), col("count")))
     rows.sink_to(FileSink.for_row_format(a.parts, Encoder.simple_string_encoder()).build())
     return allowed
 

@@ -272,7 +272,8 @@ impl Expr {
             Expr::Col(path, steps) => Expr::lookup(path, steps, r)?.clone(),
             Expr::Lit(v) => v.clone(),
             Expr::Bin(op, a, b) => arith(*op, a.eval(r)?, b.eval(r)?)?,
-            Expr::Cmp(op, a, b) => compare(*op, &a.eval(r)?, &b.eval(r)?)?,
+            // Compared and tested where they are: a field is not cloned to be looked at.
+            Expr::Cmp(op, a, b) => compare(*op, &*a.eval_ref(r)?, &*b.eval_ref(r)?)?,
             Expr::And(a, b) => {
                 let x = a.eval(r)?;
                 if x.truthy() {
@@ -289,14 +290,14 @@ impl Expr {
                     b.eval(r)?
                 }
             }
-            Expr::Not(a) => Rec::Bool(!a.eval(r)?.truthy()),
+            Expr::Not(a) => Rec::Bool(!a.eval_ref(r)?.truthy()),
             Expr::Neg(a) => match a.eval(r)? {
                 Rec::Int(i) => Rec::Int(i.checked_neg().ok_or("integer overflow")?),
                 Rec::Float(f) => Rec::Float(-f),
                 Rec::None => Rec::None,
                 x => return Err(format!("cannot negate {}", x.type_name())),
             },
-            Expr::IsNull(a) => Rec::Bool(matches!(a.eval(r)?, Rec::None)),
+            Expr::IsNull(a) => Rec::Bool(matches!(*a.eval_ref(r)?, Rec::None)),
             Expr::Call(Func::FormatString, args) => {
                 // Fields and constants are formatted where they are, not cloned first.
                 let vals = args

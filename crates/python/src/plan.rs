@@ -294,6 +294,39 @@ fn schema(t: &Bound<'_, PyAny>) -> PyResult<Schema> {
     Schema::try_new(fields).map_err(PyValueError::new_err)
 }
 
+/// Decodes JSON lines of a declared row type straight into records: rows whose field names
+/// are interned once per (nested) schema and shared by every record.
+struct RecRows;
+
+impl spate_connectors::files::json::RowBuilder for RecRows {
+    type Value = Rec;
+    type Shape = Names;
+    fn shape(schema: &Schema) -> Names {
+        intern(schema.fields().iter().map(|f| f.name.clone()).collect())
+    }
+    fn null() -> Rec {
+        Rec::None
+    }
+    fn is_null(value: &Rec) -> bool {
+        matches!(value, Rec::None)
+    }
+    fn bool(b: bool) -> Rec {
+        Rec::Bool(b)
+    }
+    fn int(i: i64) -> Rec {
+        Rec::Int(i)
+    }
+    fn float(f: f64) -> Rec {
+        Rec::Float(f)
+    }
+    fn string(s: String) -> Rec {
+        Rec::Str(s)
+    }
+    fn row(names: &Names, values: Vec<Rec>) -> Rec {
+        Rec::Row(Some(Arc::clone(names)), values)
+    }
+}
+
 /// The names of a schema and its nested rows, shared by every record.
 #[derive(Clone)]
 struct RowShape {
@@ -512,15 +545,12 @@ impl<'py> Builder<'py> {
                 let s = match node.get_item("schema")? {
                     Some(t) if !t.is_none() => {
                         let schema = schema(&t)?;
-                        let shape = RowShape::of(&schema);
                         let mut src =
-                            JsonLinesSource::<spate_types::Row>::with_schema(&path, &schema);
+                            JsonLinesSource::<Rec>::with_schema_as::<RecRows>(&path, &schema);
                         if let Some(p) = policy(node)? {
                             src = src.policy(p);
                         }
                         labelled(self.env.from_source(src), &name, &uid)
-                            .map(move |row: spate_types::Row| shape.rec(row.0))
-                            .name("to rows")
                     }
                     _ => {
                         let mut src = JsonLinesSource::<Value>::new(&path);
@@ -597,7 +627,9 @@ impl<'py> Builder<'py> {
                                 }
                                 _ => s.try_map(move |r: Rec| e.eval(&r)),
                             },
-                            "filter" => s.try_filter(move |r: &Rec| e.eval(r).map(|v| v.truthy())),
+                            "filter" => {
+                                s.try_filter(move |r: &Rec| e.eval_ref(r).map(|v| v.truthy()))
+                            }
                             _ => s.try_flat_map(move |r: Rec| match e.eval(&r)? {
                                 Rec::List(v) | Rec::Tuple(v) => Ok(v),
                                 Rec::None => Ok(Vec::new()),

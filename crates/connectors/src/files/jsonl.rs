@@ -102,7 +102,7 @@ use spate_types::{
 };
 
 use super::discover::{io_error, list_input_files, InputFile};
-use super::json::{decode_json_prefix, RowDecoder};
+use super::json::{decode_json_prefix, RowBuilder, RowDecoder};
 use crate::bad::{handle_bad_record, is_blank, strip_cr};
 
 /// The default size of a split: 64 MiB, like Flink's and Hadoop's default block size.
@@ -200,6 +200,19 @@ impl JsonLinesSource<Row> {
     pub fn with_schema(path: impl Into<PathBuf>, schema: &Schema) -> Self {
         let decoder = RowDecoder::new(schema);
         Self::with_decoder(path, Arc::new(move |line: &[u8]| decoder.decode(line)))
+    }
+}
+
+impl<T: Send + 'static> JsonLinesSource<T> {
+    /// Reads `path` (a file or a directory), decoding each line into a row of `schema` built
+    /// by `B` (see [`RowBuilder`]): [`with_schema`](JsonLinesSource::with_schema)'s decoding
+    /// (the same fields, checks and bad records) straight into a front's own record type.
+    pub fn with_schema_as<B: RowBuilder<Value = T>>(
+        path: impl Into<PathBuf>,
+        schema: &Schema,
+    ) -> Self {
+        let decoder = RowDecoder::<B>::with_builder(schema);
+        Self::with_decoder(path, Arc::new(move |line: &[u8]| decoder.decode_row(line)))
     }
 }
 

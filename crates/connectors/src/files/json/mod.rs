@@ -123,35 +123,103 @@ fn json_reason(err: &serde_json::Error) -> String {
 ///     "missing field `auction` at column 11"
 /// );
 /// ```
-#[derive(Clone)]
-pub struct RowDecoder {
-    root: Arc<Prepared>,
+pub struct RowDecoder<B: RowBuilder = Values> {
+    root: Arc<Prepared<B>>,
+}
+
+impl<B: RowBuilder> Clone for RowDecoder<B> {
+    fn clone(&self) -> Self {
+        RowDecoder {
+            root: Arc::clone(&self.root),
+        }
+    }
+}
+
+/// What the schema path builds: the values of a field type, and a row of them.
+///
+/// [`Values`] builds [`spate_types::Value`]s (a nested row is a [`Value::List`]); a front
+/// with its own record type implements this to decode straight into it, without building
+/// `Value`s first.
+pub trait RowBuilder: Send + Sync + 'static {
+    /// A decoded value.
+    type Value;
+    /// What building a row of one (nested) schema needs, prepared once per schema (its field
+    /// names, for example).
+    type Shape: Send + Sync;
+    /// Prepares a schema's shape.
+    fn shape(schema: &Schema) -> Self::Shape;
+    /// A missing or `null` field.
+    fn null() -> Self::Value;
+    /// Whether a value is the one [`null`](Self::null) gives.
+    fn is_null(value: &Self::Value) -> bool;
+    /// A boolean.
+    fn bool(b: bool) -> Self::Value;
+    /// An integer, or a timestamp's epoch milliseconds.
+    fn int(i: i64) -> Self::Value;
+    /// A float.
+    fn float(f: f64) -> Self::Value;
+    /// A string.
+    fn string(s: String) -> Self::Value;
+    /// A row of `shape` from its fields' values, in schema order.
+    fn row(shape: &Self::Shape, values: Vec<Self::Value>) -> Self::Value;
+}
+
+/// The [`RowBuilder`] of [`spate_types::Value`]s, the default.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Values;
+
+impl RowBuilder for Values {
+    type Value = Value;
+    type Shape = ();
+    fn shape(_: &Schema) {}
+    fn null() -> Value {
+        Value::Null
+    }
+    fn is_null(value: &Value) -> bool {
+        value.is_null()
+    }
+    fn bool(b: bool) -> Value {
+        Value::Bool(b)
+    }
+    fn int(i: i64) -> Value {
+        Value::Int(i)
+    }
+    fn float(f: f64) -> Value {
+        Value::Float(f)
+    }
+    fn string(s: String) -> Value {
+        Value::Str(s)
+    }
+    fn row(_: &(), values: Vec<Value>) -> Value {
+        Value::List(values)
+    }
 }
 
 /// A schema prepared for decoding: each field with its dotted path for error messages.
-struct Prepared {
-    fields: Vec<PreparedField>,
+struct Prepared<B: RowBuilder> {
+    fields: Vec<PreparedField<B>>,
+    shape: B::Shape,
 }
 
-struct PreparedField {
+struct PreparedField<B: RowBuilder> {
     name: Box<str>,
     /// `parent.child` for a field of a nested row.
     path: Box<str>,
-    kind: Kind,
+    kind: Kind<B>,
     nullable: bool,
 }
 
-enum Kind {
+enum Kind<B: RowBuilder> {
     Bool,
     Int64,
     Float64,
     String,
     Timestamp,
-    Row(Prepared),
+    Row(Prepared<B>),
 }
 
-impl Prepared {
-    fn new(schema: &Schema, prefix: &str) -> Prepared {
+impl<B: RowBuilder> Prepared<B> {
+    fn new(schema: &Schema, prefix: &str) -> Prepared<B> {
         let fields = schema
             .fields()
             .iter()
@@ -173,7 +241,10 @@ impl Prepared {
                 }
             })
             .collect();
-        Prepared { fields }
+        Prepared {
+            fields,
+            shape: B::shape(schema),
+        }
     }
 
     #[inline]
@@ -185,19 +256,37 @@ impl Prepared {
 impl RowDecoder {
     /// A decoder of rows of `schema`.
     pub fn new(schema: &Schema) -> Self {
+        RowDecoder::with_builder(schema)
+    }
+
+    /// Decodes one line (without its line end) into a row, or says in one line why not.
+    pub fn decode(&self, line: &[u8]) -> Result<Row, String> {
+        self.decode_fields(line).map(Row)
+    }
+}
+
+impl<B: RowBuilder> RowDecoder<B> {
+    /// A decoder of rows of `schema` into `B`'s values.
+    pub fn with_builder(schema: &Schema) -> Self {
         RowDecoder {
             root: Arc::new(Prepared::new(schema, "")),
         }
     }
 
-    /// Decodes one line (without its line end) into a row, or says in one line why not.
-    pub fn decode(&self, line: &[u8]) -> Result<Row, String> {
+    /// Decodes one line into a row of `B` (of the schema's shape), or says why not.
+    pub fn decode_row(&self, line: &[u8]) -> Result<B::Value, String> {
+        self.decode_fields(line)
+            .map(|values| B::row(&self.root.shape, values))
+    }
+
+    /// Decodes one line into the values of the schema's fields.
+    fn decode_fields(&self, line: &[u8]) -> Result<Vec<B::Value>, String> {
         let mut de = de::Deserializer::new(line);
         let fast = RowSeed(&self.root)
             .deserialize(&mut de)
             .and_then(|values| de.end().map(|()| values));
         match fast {
-            Ok(values) => Ok(Row(values)),
+            Ok(values) => Ok(values),
             Err(_) => match std::str::from_utf8(line) {
                 Ok(text) => self.decode_reference(text),
                 Err(e) => Err(format!("invalid UTF-8: {e}")),
@@ -206,38 +295,37 @@ impl RowDecoder {
     }
 
     /// Decodes one line with `serde_json` (the reason of a rejection, with its column).
-    fn decode_reference(&self, text: &str) -> Result<Row, String> {
+    fn decode_reference(&self, text: &str) -> Result<Vec<B::Value>, String> {
         let mut de = serde_json::Deserializer::from_str(text);
         RowSeed(&self.root)
             .deserialize(&mut de)
             .and_then(|values| de.end().map(|()| values))
-            .map(Row)
             .map_err(|e| json_reason(&e))
     }
 }
 
 /// Deserializes a JSON object into the values of a prepared schema.
-struct RowSeed<'a>(&'a Prepared);
+struct RowSeed<'a, B: RowBuilder>(&'a Prepared<B>);
 
-impl<'de> DeserializeSeed<'de> for RowSeed<'_> {
-    type Value = Vec<Value>;
-    fn deserialize<D: serde::de::Deserializer<'de>>(self, d: D) -> Result<Vec<Value>, D::Error> {
+impl<'de, B: RowBuilder> DeserializeSeed<'de> for RowSeed<'_, B> {
+    type Value = Vec<B::Value>;
+    fn deserialize<D: serde::de::Deserializer<'de>>(self, d: D) -> Result<Vec<B::Value>, D::Error> {
         d.deserialize_map(RowVisitor(self.0))
     }
 }
 
-struct RowVisitor<'a>(&'a Prepared);
+struct RowVisitor<'a, B: RowBuilder>(&'a Prepared<B>);
 
-impl<'de> Visitor<'de> for RowVisitor<'_> {
-    type Value = Vec<Value>;
+impl<'de, B: RowBuilder> Visitor<'de> for RowVisitor<'_, B> {
+    type Value = Vec<B::Value>;
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("a JSON object")
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Vec<Value>, A::Error> {
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Vec<B::Value>, A::Error> {
         let fields = &self.0.fields;
-        let mut values = vec![Value::Null; fields.len()];
+        let mut values: Vec<B::Value> = fields.iter().map(|_| B::null()).collect();
         while let Some(key) = map.next_key_seed(KeySeed(self.0))? {
             match key {
                 Some(i) => values[i] = map.next_value_seed(FieldSeed(&fields[i]))?,
@@ -249,7 +337,7 @@ impl<'de> Visitor<'de> for RowVisitor<'_> {
         // A `null` in a field that is not nullable was refused where it stood: a `Null` left
         // here is a missing field.
         for (field, value) in fields.iter().zip(&values) {
-            if !field.nullable && value.is_null() {
+            if !field.nullable && B::is_null(value) {
                 return Err(serde::de::Error::custom(format_args!(
                     "missing field `{}`",
                     field.path
@@ -261,16 +349,16 @@ impl<'de> Visitor<'de> for RowVisitor<'_> {
 }
 
 /// Deserializes a key into the position of its field, or `None` for a key not declared.
-struct KeySeed<'a>(&'a Prepared);
+struct KeySeed<'a, B: RowBuilder>(&'a Prepared<B>);
 
-impl<'de> DeserializeSeed<'de> for KeySeed<'_> {
+impl<'de, B: RowBuilder> DeserializeSeed<'de> for KeySeed<'_, B> {
     type Value = Option<usize>;
     fn deserialize<D: serde::de::Deserializer<'de>>(self, d: D) -> Result<Option<usize>, D::Error> {
         d.deserialize_identifier(self)
     }
 }
 
-impl<'de> Visitor<'de> for KeySeed<'_> {
+impl<'de, B: RowBuilder> Visitor<'de> for KeySeed<'_, B> {
     type Value = Option<usize>;
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
@@ -283,16 +371,16 @@ impl<'de> Visitor<'de> for KeySeed<'_> {
 }
 
 /// Deserializes the value of one field into its type's [`Value`].
-struct FieldSeed<'a>(&'a PreparedField);
+struct FieldSeed<'a, B: RowBuilder>(&'a PreparedField<B>);
 
-impl<'de> DeserializeSeed<'de> for FieldSeed<'_> {
-    type Value = Value;
-    fn deserialize<D: serde::de::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+impl<'de, B: RowBuilder> DeserializeSeed<'de> for FieldSeed<'_, B> {
+    type Value = B::Value;
+    fn deserialize<D: serde::de::Deserializer<'de>>(self, d: D) -> Result<B::Value, D::Error> {
         d.deserialize_any(self)
     }
 }
 
-impl FieldSeed<'_> {
+impl<B: RowBuilder> FieldSeed<'_, B> {
     fn wrong<E: serde::de::Error>(&self, found: &str) -> E {
         let expected = match self.0.kind {
             Kind::Bool => "a boolean",
@@ -308,25 +396,25 @@ impl FieldSeed<'_> {
         ))
     }
 
-    fn int<E: serde::de::Error>(&self, v: i64) -> Result<Value, E> {
+    fn int<E: serde::de::Error>(&self, v: i64) -> Result<B::Value, E> {
         match self.0.kind {
-            Kind::Int64 | Kind::Timestamp => Ok(Value::Int(v)),
-            Kind::Float64 => Ok(Value::Float(v as f64)),
+            Kind::Int64 | Kind::Timestamp => Ok(B::int(v)),
+            Kind::Float64 => Ok(B::float(v as f64)),
             _ => Err(self.wrong("a number")),
         }
     }
 }
 
-impl<'de> Visitor<'de> for FieldSeed<'_> {
-    type Value = Value;
+impl<'de, B: RowBuilder> Visitor<'de> for FieldSeed<'_, B> {
+    type Value = B::Value;
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         write!(f, "the value of field `{}`", self.0.path)
     }
 
-    fn visit_unit<E: serde::de::Error>(self) -> Result<Value, E> {
+    fn visit_unit<E: serde::de::Error>(self) -> Result<B::Value, E> {
         if self.0.nullable {
-            Ok(Value::Null)
+            Ok(B::null())
         } else {
             Err(E::custom(format_args!(
                 "field `{}` is null but not nullable",
@@ -335,25 +423,25 @@ impl<'de> Visitor<'de> for FieldSeed<'_> {
         }
     }
 
-    fn visit_none<E: serde::de::Error>(self) -> Result<Value, E> {
+    fn visit_none<E: serde::de::Error>(self) -> Result<B::Value, E> {
         self.visit_unit()
     }
 
-    fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<Value, E> {
+    fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<B::Value, E> {
         match self.0.kind {
-            Kind::Bool => Ok(Value::Bool(v)),
+            Kind::Bool => Ok(B::bool(v)),
             _ => Err(self.wrong("a boolean")),
         }
     }
 
-    fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Value, E> {
+    fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<B::Value, E> {
         self.int(v)
     }
 
-    fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Value, E> {
+    fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<B::Value, E> {
         match (i64::try_from(v), &self.0.kind) {
             (Ok(v), _) => self.int(v),
-            (Err(_), Kind::Float64) => Ok(Value::Float(v as f64)),
+            (Err(_), Kind::Float64) => Ok(B::float(v as f64)),
             (Err(_), Kind::Int64 | Kind::Timestamp) => Err(E::custom(format_args!(
                 "field `{}`: {v} is out of the range of a 64-bit signed integer",
                 self.0.path
@@ -362,17 +450,17 @@ impl<'de> Visitor<'de> for FieldSeed<'_> {
         }
     }
 
-    fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Value, E> {
+    fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<B::Value, E> {
         match self.0.kind {
-            Kind::Float64 => Ok(Value::Float(v)),
+            Kind::Float64 => Ok(B::float(v)),
             _ => Err(self.wrong("a float")),
         }
     }
 
-    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Value, E> {
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<B::Value, E> {
         match self.0.kind {
-            Kind::String => Ok(Value::Str(v.to_owned())),
-            Kind::Timestamp => parse_timestamp_ms(v).map(Value::Int).ok_or_else(|| {
+            Kind::String => Ok(B::string(v.to_owned())),
+            Kind::Timestamp => parse_timestamp_ms(v).map(B::int).ok_or_else(|| {
                 E::custom(format_args!(
                     "field `{}`: invalid timestamp {v:?}, expected YYYY-MM-DD HH:MM:SS.mmm",
                     self.0.path
@@ -382,20 +470,22 @@ impl<'de> Visitor<'de> for FieldSeed<'_> {
         }
     }
 
-    fn visit_string<E: serde::de::Error>(self, v: String) -> Result<Value, E> {
+    fn visit_string<E: serde::de::Error>(self, v: String) -> Result<B::Value, E> {
         match self.0.kind {
-            Kind::String => Ok(Value::Str(v)),
+            Kind::String => Ok(B::string(v)),
             _ => self.visit_str(&v),
         }
     }
 
-    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, _seq: A) -> Result<Value, A::Error> {
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, _seq: A) -> Result<B::Value, A::Error> {
         Err(self.wrong("an array"))
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Value, A::Error> {
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<B::Value, A::Error> {
         match &self.0.kind {
-            Kind::Row(nested) => RowVisitor(nested).visit_map(map).map(Value::List),
+            Kind::Row(nested) => RowVisitor(nested)
+                .visit_map(map)
+                .map(|values| B::row(&nested.shape, values)),
             _ => Err(self.wrong("an object")),
         }
     }
@@ -948,6 +1038,75 @@ mod tests {
         assert_eq!(err, "trailing characters at column 11");
     }
 
+    /// A [`RowBuilder`] of another type decodes the same lines into the same values, and
+    /// refuses the same lines for the same reasons.
+    #[test]
+    fn a_row_builder_decodes_what_the_value_path_decodes() {
+        struct Text;
+        impl RowBuilder for Text {
+            type Value = String;
+            type Shape = usize;
+            fn shape(schema: &Schema) -> usize {
+                schema.fields().len()
+            }
+            fn null() -> String {
+                "null".into()
+            }
+            fn is_null(v: &String) -> bool {
+                v == "null"
+            }
+            fn bool(b: bool) -> String {
+                format!("b{b}")
+            }
+            fn int(i: i64) -> String {
+                format!("i{i}")
+            }
+            fn float(f: f64) -> String {
+                format!("f{f}")
+            }
+            fn string(s: String) -> String {
+                format!("s{s:?}")
+            }
+            fn row(n: &usize, values: Vec<String>) -> String {
+                assert_eq!(*n, values.len());
+                format!("[{}]", values.join(","))
+            }
+        }
+        fn text(v: &Value) -> String {
+            match v {
+                Value::Null => "null".into(),
+                Value::Bool(b) => format!("b{b}"),
+                Value::Int(i) => format!("i{i}"),
+                Value::Float(f) => format!("f{f}"),
+                Value::Str(s) => format!("s{s:?}"),
+                Value::List(items) => {
+                    format!("[{}]", items.iter().map(text).collect::<Vec<_>>().join(","))
+                }
+                Value::Map(_) => unreachable!("rows are lists"),
+            }
+        }
+        let schema = bid_schema();
+        let (values, texts) = (
+            RowDecoder::new(&schema),
+            RowDecoder::<Text>::with_builder(&schema),
+        );
+        let lines: &[&[u8]] = &[
+            br#"{"event_type":2,"bid":{"auction":1,"bidder":2,"price":3,"dateTime":"2024-01-01 00:00:01.000","extra":"x"}}"#,
+            br#"{"event_type":0,"person":{"id":1},"bid":null}"#,
+            br#"{"bid":{"auction":1}}"#,
+            br#"{"event_type":"two"}"#,
+        ];
+        for line in lines.iter().chain(EDGE_CASES) {
+            let want = values.decode(line).map(|row| text(&Value::List(row.0)));
+            assert_eq!(
+                texts.decode_row(line),
+                want,
+                "{}",
+                String::from_utf8_lossy(line)
+            );
+        }
+    }
+
     fn bid_schema() -> Schema {
         Schema::new(vec![
             Field::not_null("event_type", DataType::Int64),
@@ -1041,7 +1200,7 @@ mod tests {
             let fast = decoder.decode(line).ok();
             let reference = std::str::from_utf8(line)
                 .ok()
-                .and_then(|text| decoder.decode_reference(text).ok());
+                .and_then(|text| decoder.decode_reference(text).ok().map(Row));
             assert_eq!(fast, reference, "{}", String::from_utf8_lossy(line));
         }
     }
