@@ -478,6 +478,19 @@ class KeyedStream(DataStream):
         return self._then(node, WindowedStream)
 
 
+def _native_aggregate(windowed: DataStream, aggregates: tuple) -> DataStream:
+    """The node of built-in aggregates (``spate.agg``) over a window or a full partition."""
+    from spate.agg import Agg
+    if not aggregates or not all(isinstance(a, Agg) for a in aggregates):
+        raise TypeError("aggregate takes built-in aggregates (spate.agg.count(), ...) or "
+                        "one AggregateFunction")
+    names = [a.name for a in aggregates]
+    if len(set(names)) != len(names):
+        raise ValueError(f"two aggregates have the same name: {names} (use .alias)")
+    return windowed._then({"op": "window_aggregate", "aggs": [a._spec() for a in aggregates],
+                           "key_name": windowed._node.get("key_name", "key")})
+
+
 class PartitionWindowedStream(DataStream):
     """Each key's records as one window that ends with the input (Flink 1.20's
     ``KeyedStream.full_window_partition()``): one result per key, emitted when a bounded
@@ -488,20 +501,12 @@ class PartitionWindowedStream(DataStream):
         """With built-in aggregates (:mod:`spate.agg`) it runs in Rust, and each key's result
         is a row of the key and the aggregates; with one Python
         :class:`~spate.functions.AggregateFunction`, its ``get_result``."""
-        from spate.agg import Agg
         from spate.functions import AggregateFunction
         if len(aggregates) == 1 and isinstance(aggregates[0], AggregateFunction):
             self._env._functions.append(aggregates[0])
             return self._then({"op": "window_py_aggregate", "fn": aggregates[0],
                                "window_fn": None})
-        if not aggregates or not all(isinstance(a, Agg) for a in aggregates):
-            raise TypeError("aggregate takes built-in aggregates (spate.agg.count(), ...) or "
-                            "one AggregateFunction")
-        names = [a.name for a in aggregates]
-        if len(set(names)) != len(names):
-            raise ValueError(f"two aggregates have the same name: {names} (use .alias)")
-        return self._then({"op": "window_aggregate", "aggs": [a._spec() for a in aggregates],
-                           "key_name": self._node.get("key_name", "key")})
+        return _native_aggregate(self, aggregates)
 
     def reduce(self, reduce_function: Any) -> DataStream:
         """Each key's records reduced by ``reduce_function(accumulated, new)``, once per key at
@@ -540,17 +545,10 @@ class WindowedStream(DataStream):
             self._env._functions.append(f)
             return self._then({"op": "window_py_aggregate", "fn": f,
                                "window_fn": self._window_fn(window_function)})
-        if not aggregates or not all(isinstance(a, Agg) for a in aggregates):
-            raise TypeError("aggregate takes built-in aggregates (spate.agg.count(), ...) or "
-                            "one AggregateFunction")
-        if window_function is not None:
+        if window_function is not None and all(isinstance(a, Agg) for a in aggregates):
             raise TypeError("a window function goes with an AggregateFunction; built-in "
                             "aggregates give the window's bounds themselves")
-        names = [a.name for a in aggregates]
-        if len(set(names)) != len(names):
-            raise ValueError(f"two aggregates have the same name: {names} (use .alias)")
-        return self._then({"op": "window_aggregate", "aggs": [a._spec() for a in aggregates],
-                           "key_name": self._node.get("key_name", "key")})
+        return _native_aggregate(self, aggregates)
 
     def process(self, process_window_function: Any) -> DataStream:
         """Runs a :class:`~spate.functions.ProcessWindowFunction` on each fired window's

@@ -210,6 +210,16 @@ fn run_with(
     fail_after: u64,
     backend: StateBackend,
 ) -> SpateResult<JobResult> {
+    run_windows(out, checkpointed(workers, checkpoints, backend), fail_after)
+}
+
+/// A local job on `workers` with `backend`, checkpointing every 100 ms into the directory of
+/// `checkpoints` (restoring its latest checkpoint when its flag is set).
+fn checkpointed(
+    workers: usize,
+    checkpoints: Option<(&Path, bool)>,
+    backend: StateBackend,
+) -> JobConfig {
     let mut config = JobConfig::local(workers);
     config.state_backend = backend;
     if let Some((dir, restore)) = checkpoints {
@@ -217,7 +227,7 @@ fn run_with(
         config.checkpoint_dir = Some(dir.display().to_string());
         config.restore = restore.then(|| "latest".to_string());
     }
-    run_windows(out, config, fail_after)
+    config
 }
 
 /// The windowed job of [`run`] with any configuration; the source fails the job once
@@ -542,14 +552,7 @@ fn full_partition_run(
     fail_after: u64,
     backend: StateBackend,
 ) -> SpateResult<JobResult> {
-    let mut config = JobConfig::local(workers);
-    config.state_backend = backend;
-    if let Some((dir, restore)) = checkpoints {
-        config.checkpoint_interval = Some(Duration::from_millis(100));
-        config.checkpoint_dir = Some(dir.display().to_string());
-        config.restore = restore.then(|| "latest".to_string());
-    }
-    let env = StreamEnv::new(config);
+    let env = StreamEnv::new(checkpointed(workers, checkpoints, backend));
     let source = Flaky::new(EVENTS, 60_000.0, fail_after)
         .after_a_checkpoint_in(checkpoints.map(|(d, _)| d.to_path_buf()));
     env.from_source(source)
