@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
+use spate_connectors::kafka::{Encoded, KafkaSink, KafkaSource, KafkaUrl};
 use spate_connectors::{DiscardSink, FileSink, JsonLinesSource, SingleFileSink};
 use spate_dataflow::{DataStream, JobConfig, StreamEnv};
 use spate_nexmark::generator::{GeneratorConfig, NexmarkGenerator};
@@ -85,7 +86,9 @@ pub struct RunArgs {
     /// Wall-clock limit on generated events per second, over the whole job.
     #[arg(long)]
     pub rate: Option<f64>,
-    /// Read events from this JSON-lines file or directory instead of the generator.
+    /// Read events from this JSON-lines file or directory instead of the generator, or from
+    /// Kafka: `kafka://HOST:PORT/TOPIC?group=G&start=earliest&stop=latest` (`stop=latest`
+    /// ends at the offsets of the start; see `spate_connectors::kafka::KafkaUrl`).
     #[arg(long, conflicts_with_all = ["events", "rate", "unbounded"])]
     pub input: Option<PathBuf>,
     /// Worker threads per process.
@@ -95,7 +98,9 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 1)]
     pub processes: usize,
     /// Write result rows to this file, one JSON array per line (with a `+I`/`-U`/`+U`/`-D`
-    /// prefix and a tab for updating queries); otherwise they are discarded.
+    /// prefix and a tab for updating queries); otherwise they are discarded. Or to a Kafka
+    /// topic, one row per message: `kafka://HOST:PORT/TOPIC?delivery=exactly-once`
+    /// (transactions committed with checkpoints), `at-least-once` (the default) or `none`.
     #[arg(long)]
     pub output: Option<PathBuf>,
     /// Generator partitions; the generated data depends on this, never on workers.
@@ -215,12 +220,26 @@ fn generate(args: &GenArgs) -> Result<()> {
 /// Attaches the query output: a single JSON-lines file, or a discarding sink.
 struct Output {
     path: Option<PathBuf>,
+    kafka: Option<KafkaUrl>,
     /// Part files published by checkpoints instead of one file.
     exactly_once: bool,
 }
 
 impl Attach for Output {
     fn attach<R: Row>(&self, rows: DataStream<R>) {
+        if let Some(url) = &self.kafka {
+            let topic = url.sink_topic().expect("checked when parsed").to_owned();
+            let encoder = Arc::new(|row: &R, out: &mut Encoded| {
+                row.write_line(&mut out.value);
+                if out.value.last() == Some(&b'\n') {
+                    out.value.pop();
+                }
+                Ok(())
+            });
+            rows.sink_to(url.sink(KafkaSink::with_encoder(&url.bootstrap, topic, encoder)))
+                .name("output");
+            return;
+        }
         match &self.path {
             Some(path) if self.exactly_once => {
                 let encoder = Arc::new(|row: &R, out: &mut Vec<u8>| row.write_line(out));
@@ -237,6 +256,11 @@ impl Attach for Output {
             }
         }
     }
+}
+
+/// The `kafka://` URL that `path` is, if it is one.
+fn kafka_url(path: &std::path::Path) -> Option<&str> {
+    path.to_str().filter(|p| p.starts_with("kafka://"))
 }
 
 fn run_query(args: &RunArgs) -> Result<()> {
@@ -267,6 +291,20 @@ fn run_query(args: &RunArgs) -> Result<()> {
     let env = StreamEnv::new(config);
     let total_workers = args.workers * args.processes;
     let (events, unit): (DataStream<Event>, &str) = match &args.input {
+        Some(url) if kafka_url(url).is_some() => {
+            let url: KafkaUrl = kafka_url(url).expect("checked").parse()?;
+            let topics: Vec<&str> = url.topics.iter().map(String::as_str).collect();
+            let source = url
+                .source(KafkaSource::<JsonEvent>::json(&url.bootstrap, &topics))
+                .policy(args.bad_records.clone());
+            (
+                env.from_source(source)
+                    .name("events")
+                    .map(Event::from)
+                    .name("to-event"),
+                "events",
+            )
+        }
         Some(path) => {
             // Decoded as any user's JSON lines: a serde type of the wire layout, then the
             // event (a chained map, no extra operator).
@@ -296,8 +334,17 @@ fn run_query(args: &RunArgs) -> Result<()> {
             )
         }
     };
+    let kafka = match args.output.as_deref().and_then(kafka_url) {
+        Some(url) => {
+            let url: KafkaUrl = url.parse()?;
+            url.sink_topic()?;
+            Some(url)
+        }
+        None => None,
+    };
     let output = Output {
-        path: args.output.clone(),
+        path: args.output.clone().filter(|_| kafka.is_none()),
+        kafka,
         exactly_once: args.checkpoint_dir.is_some(),
     };
     if args.hand_q5 && args.query == Query::Q5 {
@@ -331,7 +378,11 @@ fn run_query(args: &RunArgs) -> Result<()> {
         let line = serde_json::json!({
             "bench": "nexmark",
             "query": args.query.to_string(),
-            "source": if args.input.is_some() { "jsonl" } else { "generator" },
+            "source": match args.input.as_deref() {
+                Some(i) if kafka_url(i).is_some() => "kafka",
+                Some(_) => "jsonl",
+                None => "generator",
+            },
             "events": events,
             "workers": args.workers,
             "processes": args.processes,

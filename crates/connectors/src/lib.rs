@@ -40,6 +40,8 @@ mod bad;
 pub mod collection;
 pub mod files;
 pub mod generators;
+#[cfg(feature = "kafka")]
+pub mod kafka;
 mod lines;
 pub mod sinks;
 pub mod socket;

@@ -63,6 +63,14 @@ pub enum SpateError {
     /// A broken invariant: a bug in Spate.
     #[error("internal error: {0}")]
     Internal(String),
+    /// An outside system a connector talks to (a message broker) failed or refused.
+    #[error("{system}: {message}")]
+    Connector {
+        /// The system and where it is, such as `kafka 127.0.0.1:9092`.
+        system: String,
+        /// What went wrong, in one line.
+        message: String,
+    },
     /// A user function of an operator returned an error or panicked.
     #[error("operator {operator} {}: {message}", outcome(.panicked))]
     Function {
@@ -90,9 +98,10 @@ impl SpateError {
             SpateError::BadRecord { .. } | SpateError::Config(_) | SpateError::Job(_) => {
                 ErrorDomain::User
             }
-            SpateError::Io { .. } | SpateError::IoContext { .. } | SpateError::Execution(_) => {
-                ErrorDomain::External
-            }
+            SpateError::Io { .. }
+            | SpateError::IoContext { .. }
+            | SpateError::Execution(_)
+            | SpateError::Connector { .. } => ErrorDomain::External,
             SpateError::Internal(_) => ErrorDomain::Internal,
             SpateError::Function { .. } => ErrorDomain::Function,
         }
@@ -104,6 +113,14 @@ impl SpateError {
             operator: operator.into(),
             panicked: false,
             message: error.to_string(),
+        }
+    }
+
+    /// A failure of the outside system `system` (a broker and its address).
+    pub fn connector(system: impl Into<String>, message: impl std::fmt::Display) -> Self {
+        SpateError::Connector {
+            system: system.into(),
+            message: message.to_string(),
         }
     }
 

@@ -5,6 +5,8 @@ mod file_sink;
 mod generators;
 mod json_decode;
 mod jsonl;
+#[cfg(feature = "kafka")]
+mod kafka;
 mod restore;
 mod single_file;
 mod sinks;
