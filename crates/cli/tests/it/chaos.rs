@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use crate::{ok, rows_of_dir, spate};
 
-fn setting(name: &str, default: u64) -> u64 {
+pub(crate) fn setting(name: &str, default: u64) -> u64 {
     std::env::var(name)
         .ok()
         .and_then(|v| v.parse().ok())
@@ -26,23 +26,23 @@ fn setting(name: &str, default: u64) -> u64 {
 }
 
 /// SplitMix64: a small seeded generator for kill times and victims.
-struct Rng(u64);
+pub(crate) struct Rng(pub(crate) u64);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
+    pub(crate) fn next(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
         z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
         z ^ (z >> 31)
     }
-    fn below(&mut self, n: u64) -> u64 {
+    pub(crate) fn below(&mut self, n: u64) -> u64 {
         self.next() % n.max(1)
     }
 }
 
 /// The live children of `parent` (from `/proc`).
-fn children(parent: u32) -> Vec<u32> {
+pub(crate) fn children(parent: u32) -> Vec<u32> {
     let mut pids = Vec::new();
     for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
         let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
@@ -64,7 +64,7 @@ fn children(parent: u32) -> Vec<u32> {
 
 /// The id of the newest complete checkpoint (`chk-<id>` with a manifest; retention deletes
 /// older ones, so a count would stop growing).
-fn newest_checkpoint(dir: &Path) -> u64 {
+pub(crate) fn newest_checkpoint(dir: &Path) -> u64 {
     std::fs::read_dir(dir)
         .into_iter()
         .flatten()

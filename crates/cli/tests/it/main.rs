@@ -3,6 +3,7 @@
 
 mod chaos;
 mod cli;
+mod kafka;
 mod nexmark;
 mod operations;
 mod savepoints;

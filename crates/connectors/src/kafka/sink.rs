@@ -365,6 +365,7 @@ impl<T> KafkaWriter<T> {
         let committed: Vec<String> = self.to_commit.iter().map(|t| t.id.clone()).collect();
         for txn in std::mem::take(&mut self.to_commit) {
             self.recommit(&mut admin, &txn)?;
+            crate::kafka::failpoint("kafka.after_recovery_commit");
         }
         // The brokers, from a producer's metadata, to list their open transactions.
         let probe = self.new_producer(None)?;
@@ -571,6 +572,7 @@ impl<T> SinkWriter<T> for KafkaWriter<T> {
         self.failed(&txn.producing)?;
         self.pending.push((checkpoint, txn));
         self.begin()?;
+        crate::kafka::failpoint("kafka.after_pre_commit");
         let state = WriterState {
             worker: self.ctx.worker_index,
             workers: self.ctx.workers,

@@ -1,0 +1,250 @@
+//! Kafka → job → Kafka, exactly once through kill -9: `spate nexmark run --input kafka://…
+//! --output kafka://…?delivery=exactly-once` on 3 processes with checkpoints every second,
+//! killed at random moments and, once each, at fail points inside the sink's commit window
+//! (after a checkpoint's pre-commit; after it completed and before its transactions commit;
+//! after a restore committed one). A `read_committed` reader of the output must then see
+//! exactly the rows of a failure-free run, each once, and no transaction may be left open.
+//!
+//! Needs the broker that `scripts/test` starts (`SPATE_KAFKA_BOOTSTRAP`). Settings:
+//! `SPATE_KAFKA_CHAOS_EVENTS` (default 1 000 000), `SPATE_KAFKA_CHAOS_KILLS` (6),
+//! `SPATE_KAFKA_CHAOS_SEED`.
+
+use std::collections::BTreeMap;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use spate_connectors::kafka::admin::KafkaAdmin;
+use spate_connectors::kafka::{Encoded, KafkaSink, KafkaSource};
+use spate_types::{Sink, SinkContext, Source, SourceContext, SourceOutput, SourceStatus};
+
+use crate::chaos::{children, newest_checkpoint, setting, Rng};
+use crate::{ok, spate};
+
+fn bootstrap() -> String {
+    std::env::var("SPATE_KAFKA_BOOTSTRAP").expect(
+        "SPATE_KAFKA_BOOTSTRAP is not set: run the tests with scripts/test, which starts a Kafka \
+         broker (scripts/brokers start) and exports it",
+    )
+}
+
+fn unique(name: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!("{name}-{}-{nanos}", std::process::id())
+}
+
+/// Writes `lines` round-robin over `partitions` partitions of `topic`.
+fn produce_lines(topic: &str, partitions: i32, lines: &[&str]) {
+    let encoder = Arc::new(|r: &(i32, String), out: &mut Encoded| {
+        out.partition = Some(r.0);
+        out.value.extend_from_slice(r.1.as_bytes());
+        Ok(())
+    });
+    let sink = KafkaSink::with_encoder(bootstrap(), topic, encoder);
+    let mut w = sink
+        .create_writer(&SinkContext {
+            worker_index: 0,
+            workers: 1,
+        })
+        .unwrap();
+    for (chunk_no, chunk) in lines.chunks(10_000).enumerate() {
+        let mut batch: Vec<(i32, String)> = chunk
+            .iter()
+            .enumerate()
+            .map(|(i, l)| {
+                (
+                    ((chunk_no * 10_000 + i) as i32) % partitions,
+                    (*l).to_owned(),
+                )
+            })
+            .collect();
+        w.write_batch(&mut batch).unwrap();
+    }
+    w.close().unwrap();
+}
+
+/// Every value a `read_committed` reader finds in `topic` now (up to the last stable
+/// offsets, which an open transaction would hold back).
+fn read_all(topic: &str) -> Vec<String> {
+    let source = KafkaSource::<Vec<u8>>::bytes(bootstrap(), &[topic]).bounded();
+    let mut reader = source
+        .create_reader(&SourceContext {
+            worker_index: 0,
+            workers: 1,
+        })
+        .unwrap();
+    let (mut records, mut dead, mut dropped) = (Vec::new(), Vec::new(), 0);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let mut out = SourceOutput::new(&mut records, &mut dead, &mut dropped);
+        match reader.poll(&mut out, 10_000).unwrap() {
+            SourceStatus::Finished => break,
+            SourceStatus::Idle => std::thread::sleep(Duration::from_millis(5)),
+            SourceStatus::More => {}
+        }
+        assert!(Instant::now() < deadline, "reading {topic} did not finish");
+    }
+    records
+        .into_iter()
+        .map(|v| String::from_utf8(v).unwrap())
+        .collect()
+}
+
+fn multiset(rows: &[String]) -> BTreeMap<&str, i64> {
+    let mut m = BTreeMap::new();
+    for r in rows {
+        *m.entry(r.as_str()).or_insert(0) += 1;
+    }
+    m
+}
+
+#[test]
+fn kafka_to_kafka_is_exactly_once_through_kill_9_and_fail_points() {
+    let events = setting("SPATE_KAFKA_CHAOS_EVENTS", 1_000_000);
+    let kills = setting("SPATE_KAFKA_CHAOS_KILLS", 6);
+    let seed = setting("SPATE_KAFKA_CHAOS_SEED", 11);
+    let tmp = tempfile::tempdir().unwrap();
+    let gen = tmp.path().join("events.jsonl");
+    ok(spate()
+        .args(["nexmark", "gen", "--events", &events.to_string(), "--out"])
+        .arg(&gen));
+    let text = std::fs::read_to_string(&gen).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let mut admin = KafkaAdmin::new(&bootstrap());
+    let (input, output, reference) = (unique("chaos-in"), unique("chaos-out"), unique("chaos-ref"));
+    admin.create_topic(&input, 8, false).unwrap();
+    admin.create_topic(&output, 4, false).unwrap();
+    admin.create_topic(&reference, 4, false).unwrap();
+    produce_lines(&input, 8, &lines);
+    drop(text);
+    let source_url = format!("kafka://{}/{input}?stop=latest", bootstrap());
+    let common = |cmd: &mut std::process::Command| {
+        cmd.args(["nexmark", "run", "--query", "q11", "--no-progress"])
+            .args(["--input", &source_url]);
+    };
+
+    // The failure-free run, at least once into its own topic.
+    let mut cmd = spate();
+    common(&mut cmd);
+    ok(cmd.args(["--output", &format!("kafka://{}/{reference}", bootstrap())]));
+    let mut expected = read_all(&reference);
+    expected.sort();
+    assert!(
+        expected.len() > 1000,
+        "q11 has rows to compare: {}",
+        expected.len()
+    );
+
+    // The chaos run.
+    let prefix = unique("chaos-tx");
+    let ckpt = tmp.path().join("ckpt");
+    let failpoints = tmp.path().join("failpoints");
+    std::fs::create_dir(&failpoints).unwrap();
+    let mut cmd = spate();
+    common(&mut cmd);
+    let mut supervisor = cmd
+        .args(["--processes", "3", "--checkpoint-interval", "1s"])
+        .args(["--restart-strategy", "fixed-delay:1000:100"])
+        .arg("--checkpoint-dir")
+        .arg(&ckpt)
+        .args([
+            "--output",
+            &format!(
+                "kafka://{}/{output}?delivery=exactly-once&prefix={prefix}",
+                bootstrap()
+            ),
+        ])
+        .env(
+            "SPATE_FAILPOINTS",
+            "kafka.after_pre_commit:3,kafka.before_commit:6,kafka.after_recovery_commit:1",
+        )
+        .env("SPATE_FAILPOINT_DIR", &failpoints)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut rng = Rng(seed);
+    let mut recoveries = Vec::new();
+    std::thread::sleep(Duration::from_millis(1500 + rng.below(1000)));
+    for kill in 0..kills {
+        if kill > 0 {
+            std::thread::sleep(Duration::from_millis(rng.below(1000)));
+        }
+        if supervisor.try_wait().unwrap().is_some() {
+            break;
+        }
+        let before = children(supervisor.id());
+        if before.is_empty() {
+            continue;
+        }
+        let victim = before[rng.below(before.len() as u64) as usize];
+        let checkpoints = newest_checkpoint(&ckpt);
+        let killed = Instant::now();
+        let _ = std::process::Command::new("kill")
+            .args(["-9", &victim.to_string()])
+            .status();
+        let mut up = None;
+        while killed.elapsed() < Duration::from_secs(60) {
+            if supervisor.try_wait().unwrap().is_some() {
+                break;
+            }
+            let now = children(supervisor.id());
+            if up.is_none() && now.len() == 3 && now.iter().all(|p| !before.contains(p)) {
+                up = Some(killed.elapsed());
+            }
+            if up.is_some() && newest_checkpoint(&ckpt) > checkpoints {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        eprintln!(
+            "kafka chaos kill {}: process {victim}; restarted in {up:?}, checkpointing again after {:?}",
+            kill + 1,
+            killed.elapsed()
+        );
+        recoveries.push(killed.elapsed());
+    }
+    let out = supervisor.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "the job ends well after the kills: {stderr}"
+    );
+    let fired: Vec<String> = std::fs::read_dir(&failpoints)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+
+    let mut got = read_all(&output);
+    got.sort();
+    let (want, have) = (multiset(&expected), multiset(&got));
+    let lost: i64 = want
+        .iter()
+        .map(|(r, n)| (n - have.get(r).copied().unwrap_or(0)).max(0))
+        .sum();
+    let duplicated: i64 = have
+        .iter()
+        .map(|(r, n)| (n - want.get(r).copied().unwrap_or(0)).max(0))
+        .sum();
+    let open = admin
+        .list_open(&[bootstrap()], &format!("{prefix}-"))
+        .unwrap();
+    eprintln!(
+        "kafka chaos: {events} events, {} kills, fail points fired {fired:?}, seed {seed}: {} rows, lost {lost}, duplicated {duplicated}, open transactions {}, recoveries {recoveries:?}",
+        recoveries.len(),
+        got.len(),
+        open.len()
+    );
+    assert!(
+        !recoveries.is_empty(),
+        "at least one kill landed in the running job"
+    );
+    assert!(fired.len() >= 2, "the fail points fired: {fired:?}");
+    assert_eq!((lost, duplicated), (0, 0));
+    assert_eq!(got, expected);
+    assert_eq!(open, Vec::<String>::new(), "no transaction is left open");
+}
