@@ -25,6 +25,43 @@ pub enum BenchCommand {
     /// End-to-end latency at a fixed input rate, from event creation to sink output, with and
     /// without checkpoints.
     Latency(LatencyArgs),
+    /// Kafka: a topic read into a discarding sink, or generated records written to a topic
+    /// (at least once, or exactly once with checkpoints); `scripts/bench-kafka` runs Kafka's
+    /// own producer and consumer tools beside it.
+    Kafka(KafkaBenchArgs),
+}
+
+/// `spate bench kafka`.
+#[derive(Debug, Args)]
+pub struct KafkaBenchArgs {
+    /// `source` (read --topic to its end) or `sink` (write --records to --topic).
+    #[arg(long)]
+    pub mode: String,
+    /// The bootstrap servers.
+    #[arg(long, default_value = "127.0.0.1:9092")]
+    pub bootstrap: String,
+    /// The topic.
+    #[arg(long)]
+    pub topic: String,
+    /// Records to write (sink).
+    #[arg(long, default_value_t = 5_000_000)]
+    pub records: u64,
+    /// Bytes per record value (sink).
+    #[arg(long, default_value_t = 100)]
+    pub record_size: usize,
+    /// `none`, `at-least-once` or `exactly-once` (sink).
+    #[arg(long, default_value = "at-least-once")]
+    pub delivery: String,
+    /// Checkpoint interval (exactly once needs checkpoints; at least once runs without).
+    #[arg(long, default_value = "1s")]
+    pub checkpoint_interval: String,
+    /// Worker threads.
+    #[arg(long, default_value_t = 1)]
+    pub workers: usize,
+    /// A librdkafka property for the source's consumer or the sink's producer, `NAME=VALUE`
+    /// (repeatable).
+    #[arg(long = "property")]
+    pub properties: Vec<String>,
 }
 
 /// `spate bench nexmark`.
@@ -107,7 +144,105 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::Nexmark(args) => nexmark(&args),
         BenchCommand::Backpressure(args) => backpressure(&args),
         BenchCommand::Latency(args) => latency::run(&args),
+        BenchCommand::Kafka(args) => kafka(&args),
     }
+}
+
+fn kafka(args: &KafkaBenchArgs) -> Result<()> {
+    use spate_connectors::kafka::{Delivery, Encoded, KafkaSink, KafkaSource};
+    let mut config = JobConfig::local(args.workers);
+    let delivery: Delivery = args.delivery.parse()?;
+    let exactly_once = matches!(delivery, Delivery::ExactlyOnce { .. });
+    let ckpt = tempfile_dir("spate-bench-kafka")?;
+    if exactly_once {
+        config.checkpoint_dir = Some(ckpt.display().to_string());
+        config.checkpoint_interval = Some(
+            crate::util::parse_duration(&args.checkpoint_interval).map_err(anyhow::Error::msg)?,
+        );
+    }
+    let properties: Vec<(String, String)> = args
+        .properties
+        .iter()
+        .map(|p| {
+            p.split_once('=')
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .with_context(|| format!("--property {p}: expected NAME=VALUE"))
+        })
+        .collect::<Result<_>>()?;
+    let env = StreamEnv::new(config);
+    match args.mode.as_str() {
+        "source" => {
+            let mut source =
+                KafkaSource::<Vec<u8>>::bytes(&args.bootstrap, &[&args.topic]).bounded();
+            for (k, v) in &properties {
+                source = source.property(k.clone(), v.clone());
+            }
+            env.from_source(source)
+                .name("kafka")
+                .sink_to(spate_connectors::DiscardSink::new())
+                .name("discard");
+        }
+        "sink" => {
+            let size = args.record_size;
+            let encoder = Arc::new(move |n: &u64, out: &mut Encoded| {
+                // A payload of `size` bytes that differs per record, like the producer tool's.
+                let digits = n.to_string();
+                out.value.extend(digits.bytes().cycle().take(size));
+                Ok(())
+            });
+            let mut sink = KafkaSink::with_encoder(&args.bootstrap, args.topic.clone(), encoder)
+                .delivery(match delivery {
+                    Delivery::ExactlyOnce { .. } => Delivery::ExactlyOnce {
+                        prefix: format!("bench-{}-{}", args.topic, std::process::id()),
+                    },
+                    d => d,
+                });
+            for (k, v) in &properties {
+                sink = sink.property(k.clone(), v.clone());
+            }
+            env.from_source(SequenceSource::new(0, Some(args.records)))
+                .name("records")
+                .sink_to(sink)
+                .name("kafka");
+        }
+        other => bail!("--mode {other}: use source or sink"),
+    }
+    let started = Instant::now();
+    let result = env.execute("bench-kafka")?;
+    let secs = started.elapsed().as_secs_f64();
+    let records = match args.mode.as_str() {
+        "source" => result
+            .metrics
+            .get("kafka.numRecordsOut")
+            .copied()
+            .unwrap_or(0),
+        _ => result
+            .metrics
+            .get("kafka.numRecordsIn")
+            .copied()
+            .unwrap_or(0),
+    };
+    let _ = std::fs::remove_dir_all(&ckpt);
+    println!(
+        "{}",
+        serde_json::json!({
+            "bench": "kafka",
+            "mode": args.mode,
+            "delivery": args.delivery,
+            "records": records,
+            "wall_s": (secs * 1000.0).round() / 1000.0,
+            "records_per_s": (records as f64 / secs.max(1e-9)).round(),
+            "workers": args.workers,
+            "peak_rss_mb": peak_rss_mb().map(|r| (r * 10.0).round() / 10.0),
+        })
+    );
+    Ok(())
+}
+
+fn tempfile_dir(prefix: &str) -> Result<PathBuf> {
+    let dir = std::env::temp_dir().join(format!("{prefix}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    Ok(dir)
 }
 
 fn nexmark(args: &NexmarkBenchArgs) -> Result<()> {
