@@ -280,6 +280,10 @@ impl<T> KafkaSource<T> {
             // by the partitions a worker owns.
             .set("queued.min.messages", "20000")
             .set("queued.max.messages.kbytes", "16384")
+            // When a partition's prefetch queue is over those bounds, librdkafka waits this
+            // long before it fetches for it again: its default (1 s) made a source 30 times
+            // slower than Kafka's consumer tool (2 M records at 36 K/s); 10 ms reads ~1 M/s.
+            .set("fetch.queue.backoff.ms", "10")
             .set("log_level", "3");
         for (k, v) in &self.properties {
             cfg.set(k, v);
