@@ -87,6 +87,9 @@ pub struct Encoded {
     pub partition: Option<i32>,
 }
 
+/// The key of a record.
+pub type KeyFn<T> = Arc<dyn Fn(&T) -> Vec<u8> + Send + Sync>;
+
 /// Encodes a record into `Encoded`, or says in one line why it cannot.
 pub type MessageEncoder<T> = Arc<dyn Fn(&T, &mut Encoded) -> Result<(), String> + Send + Sync>;
 
@@ -97,7 +100,7 @@ pub struct KafkaSink<T> {
     delivery: Delivery,
     properties: Vec<(String, String)>,
     encoder: MessageEncoder<T>,
-    key: Option<Arc<dyn Fn(&T) -> Vec<u8> + Send + Sync>>,
+    key: Option<KeyFn<T>>,
 }
 
 impl<T: Serialize> KafkaSink<T> {
@@ -290,7 +293,7 @@ struct KafkaWriter<T> {
     bootstrap: String,
     topic: String,
     encoder: MessageEncoder<T>,
-    key: Option<Arc<dyn Fn(&T) -> Vec<u8> + Send + Sync>>,
+    key: Option<KeyFn<T>>,
     encoded: Encoded,
     ctx: SinkContext,
     /// Exactly once: the transactional ids' prefix.

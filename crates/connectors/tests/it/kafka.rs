@@ -231,7 +231,7 @@ fn start_offsets_latest_timestamp_and_committed() {
     let early: Vec<_> = (0..10)
         .map(|i| {
             (
-                (i % 2) as i32,
+                i % 2,
                 format!("{{\"n\":{i},\"tag\":\"early\"}}"),
                 Some(1_000 + i as i64),
             )
@@ -462,7 +462,7 @@ fn exactly_once_output_is_visible_only_when_its_checkpoint_completes_and_survive
     // Checkpoint 2 completed (the coordinator says so): the restore commits its transaction
     // and aborts the later one, so a reader sees b and not `lost`, and is not held back.
     let mut w2 = sink.create_writer(&sink_ctx(0, 1)).unwrap();
-    w2.restore(&[state2.clone()]).unwrap();
+    w2.restore(std::slice::from_ref(&state2)).unwrap();
     let mut want = strings(10, "a");
     want.extend(strings(5, "b"));
     assert_eq!(seen(&t, 3, Duration::from_secs(10)), sorted(want.clone()));
