@@ -472,6 +472,7 @@ impl<'s> BuildCtx<'s> {
             records_out,
             cells: self.cells(),
             last_progress: (0, 0),
+            checkpointed: VecDeque::new(),
         }));
         Flow {
             data: stream,
@@ -752,8 +753,11 @@ pub(crate) trait SourceDriver {
     fn close(&mut self);
     /// Whether the source reads no more (finished, stopped or closed).
     fn is_finished(&self) -> bool;
-    /// The reader's split positions, if it can replay: `(source name, positions)`.
-    fn positions(&self) -> Option<(String, Vec<spate_types::SplitPosition>)>;
+    /// The reader's split positions for checkpoint `c`, if it can replay: `(source name,
+    /// positions)`.
+    fn positions(&mut self, c: u64) -> Option<(String, Vec<spate_types::SplitPosition>)>;
+    /// Checkpoint `c` (and every one before) completed everywhere: tells the reader.
+    fn checkpoint_complete(&mut self, c: u64) -> SpateResult<()>;
     /// `(name, emitted, dropped, dead-lettered)` so far.
     fn stats(&self) -> (&str, u64, u64, u64);
     /// The source instance's live metric cells.
@@ -781,6 +785,8 @@ struct TypedDriver<T: spate_types::Data> {
     records_out: Arc<AtomicU64>,
     cells: Arc<Cells>,
     last_progress: (u64, u64),
+    /// The positions of checkpoints not yet complete, oldest first.
+    checkpointed: VecDeque<(u64, Vec<spate_types::SplitPosition>)>,
 }
 
 impl<T: spate_types::Data> SourceDriver for TypedDriver<T> {
@@ -891,8 +897,23 @@ impl<T: spate_types::Data> SourceDriver for TypedDriver<T> {
         self.finished = true;
     }
 
-    fn positions(&self) -> Option<(String, Vec<spate_types::SplitPosition>)> {
-        self.reader.snapshot().map(|p| (self.uid.clone(), p))
+    fn positions(&mut self, c: u64) -> Option<(String, Vec<spate_types::SplitPosition>)> {
+        let positions = self.reader.snapshot()?;
+        // Kept until the checkpoint completes (or a later one does), for the reader's
+        // `checkpoint_complete`; as many as checkpoints in flight.
+        self.checkpointed.push_back((c, positions.clone()));
+        Some((self.uid.clone(), positions))
+    }
+
+    fn checkpoint_complete(&mut self, c: u64) -> SpateResult<()> {
+        let mut latest = None;
+        while self.checkpointed.front().is_some_and(|(at, _)| *at <= c) {
+            latest = self.checkpointed.pop_front();
+        }
+        match latest {
+            Some((_, positions)) => self.reader.checkpoint_complete(&positions),
+            None => Ok(()),
+        }
     }
 
     fn advance_to(&mut self, epoch: Epoch) {
@@ -1077,6 +1098,8 @@ pub(crate) fn run_worker(
     let mut wants: Vec<bool> = vec![true; drivers.len()];
     let mut last_iteration = Instant::now();
 
+    // The latest completed checkpoint the sources were told of.
+    let mut notified = 0;
     loop {
         if shared.aborted() {
             worker.drop_dataflow(dataflow_index);
@@ -1172,6 +1195,17 @@ pub(crate) fn run_worker(
                 worker.drop_dataflow(dataflow_index);
                 return;
             }
+            let completed = snapshots.borrow().completed;
+            if completed > notified {
+                notified = completed;
+                for d in drivers.iter_mut() {
+                    if let Err(e) = d.checkpoint_complete(completed) {
+                        shared.fail(e);
+                        worker.drop_dataflow(dataflow_index);
+                        return;
+                    }
+                }
+            }
         }
         if drivers.iter().all(|d| d.is_finished()) {
             match (checkpointer.as_ref(), final_checkpoint) {
@@ -1217,7 +1251,7 @@ pub(crate) fn run_worker(
                 // Source positions at each boundary crossed: after every record sent so far.
                 let mut s = snapshots.borrow_mut();
                 for c in interval_of(epoch) + 1..=interval_of(next) {
-                    let positions = drivers.iter().filter_map(|d| d.positions()).collect();
+                    let positions = drivers.iter_mut().filter_map(|d| d.positions(c)).collect();
                     s.sources.insert(c, positions);
                 }
                 s.crossed = s.crossed.max(interval_of(next));

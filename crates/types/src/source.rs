@@ -191,6 +191,16 @@ pub trait SourceReader<T> {
         None
     }
 
+    /// A checkpoint that holds `positions` (what [`snapshot`](Self::snapshot) gave for it) has
+    /// completed everywhere. A source that reports progress to the system it reads does it
+    /// here (the Kafka source commits the offsets to its consumer group, as Flink's does on
+    /// checkpoint completion); the default does nothing. Called on the reader's thread, and
+    /// only with the latest of several checkpoints that completed together.
+    fn checkpoint_complete(&mut self, positions: &[SplitPosition]) -> crate::SpateResult<()> {
+        let _ = positions;
+        Ok(())
+    }
+
     /// Moves this reader's splits to `positions` (those of a checkpoint; splits it does not
     /// own are ignored, splits not listed start from the beginning).
     fn restore(&mut self, positions: &[SplitPosition]) -> crate::SpateResult<()> {

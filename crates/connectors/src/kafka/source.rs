@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, TryRecvError};
 use rdkafka::config::ClientConfig;
-use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::error::KafkaError;
 use rdkafka::message::{Headers, Message};
 use rdkafka::{Offset, TopicPartitionList};
@@ -171,6 +171,7 @@ pub struct KafkaSource<T> {
     properties: Vec<(String, String)>,
     decoder: MessageDecoder<T>,
     policy: BadRecordPolicy,
+    commit_offsets: bool,
 }
 
 impl<T: DeserializeOwned + Send + 'static> KafkaSource<T> {
@@ -228,12 +229,23 @@ impl<T> KafkaSource<T> {
             properties: Vec::new(),
             decoder,
             policy: BadRecordPolicy::default(),
+            commit_offsets: true,
         }
     }
 
-    /// The consumer group: used for [`StartOffsets::Committed`] (default `spate`).
+    /// The consumer group: where [`StartOffsets::Committed`] starts, and where the offsets of
+    /// every completed checkpoint are committed (for lag monitoring and a later `committed`
+    /// start; the checkpoint, not the group, is what a restore reads). Without a group,
+    /// nothing is committed.
     pub fn group(mut self, group: impl Into<String>) -> Self {
         self.group = Some(group.into());
+        self
+    }
+
+    /// Whether to commit the offsets of completed checkpoints to the group (default: yes,
+    /// when a group is set; Flink's `commit.offsets.on.checkpoint`).
+    pub fn commit_offsets_on_checkpoint(mut self, commit: bool) -> Self {
+        self.commit_offsets = commit;
         self
     }
 
@@ -381,6 +393,7 @@ impl<T: Send + 'static> Source<T> for KafkaSource<T> {
             discovered: None,
             ctx: ctx.clone(),
             last_finished_check: Instant::now(),
+            commit_offsets: self.commit_offsets && self.group.is_some(),
         };
         reader.reindex();
         reader.resolve_start(&self.start)?;
@@ -488,6 +501,7 @@ struct KafkaReader<T> {
     discovered: Option<Receiver<Vec<i32>>>,
     ctx: SourceContext,
     last_finished_check: Instant,
+    commit_offsets: bool,
 }
 
 impl<T> KafkaReader<T> {
@@ -789,6 +803,35 @@ impl<T> SourceReader<T> for KafkaReader<T> {
                 })
                 .collect(),
         )
+    }
+
+    fn checkpoint_complete(&mut self, positions: &[SplitPosition]) -> SpateResult<()> {
+        if !self.commit_offsets {
+            return Ok(());
+        }
+        let mut tpl = TopicPartitionList::new();
+        for pos in positions {
+            let p = &pos.position;
+            if let (Some(topic), Some(partition), Some(offset)) = (
+                p.get("topic").and_then(|v| v.as_str()),
+                p.get("partition").and_then(|v| v.as_i64()),
+                p.get("offset").and_then(|v| v.as_i64()),
+            ) {
+                if offset >= 0 {
+                    tpl.add_partition_offset(topic, partition as i32, Offset::Offset(offset))
+                        .map_err(|e| self.err(e))?;
+                }
+            }
+        }
+        if tpl.count() == 0 {
+            return Ok(());
+        }
+        // Asynchronous: the worker does not wait for the broker; a failed commit is only
+        // logged, since the offsets in the group are for monitoring.
+        if let Err(e) = self.consumer.commit(&tpl, CommitMode::Async) {
+            tracing::warn!(error = %e, "committing Kafka offsets to the group failed");
+        }
+        Ok(())
     }
 
     fn restore(&mut self, positions: &[SplitPosition]) -> SpateResult<()> {

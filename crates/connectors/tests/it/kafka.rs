@@ -624,3 +624,52 @@ fn a_decoder_sees_keys_headers_and_timestamps() {
         )]
     );
 }
+
+#[test]
+fn completed_checkpoints_commit_their_offsets_to_the_group() {
+    let t = topic("commit", 2);
+    produce(
+        &t,
+        &(0..6)
+            .map(|i| (i % 2, format!("{{\"n\":{i},\"tag\":\"c\"}}"), None))
+            .collect::<Vec<_>>(),
+    );
+    let group = format!("{t}-group");
+    let source = KafkaSource::<Doc>::json(bootstrap(), &[&t]).group(&group);
+    let mut reader = source.create_reader(&ctx(0, 1)).unwrap();
+    let mut polled = Polled::default();
+    poll_until(&mut *reader, &mut polled, 4, Duration::from_secs(20));
+    let positions = reader.snapshot().unwrap();
+    reader.checkpoint_complete(&positions).unwrap();
+    // The asynchronous commit is sent by the reader's next polls.
+    let mut more = Polled::default();
+    poll_until(
+        &mut *reader,
+        &mut more,
+        usize::MAX,
+        Duration::from_millis(1500),
+    );
+    // A reader of the group that starts at its committed offsets reads what came after the
+    // checkpoint.
+    let later = KafkaSource::<Doc>::json(bootstrap(), &[&t])
+        .group(&group)
+        .start(StartOffsets::Committed {
+            reset: Box::new(StartOffsets::Earliest),
+        })
+        .bounded();
+    let mut reader = later.create_reader(&ctx(0, 1)).unwrap();
+    let mut rest = Polled::default();
+    poll_until(&mut *reader, &mut rest, usize::MAX, Duration::from_secs(20));
+    let mut all: Vec<u64> = polled
+        .records
+        .iter()
+        .chain(&rest.records)
+        .map(|d| d.n)
+        .collect();
+    all.sort();
+    assert_eq!(
+        all,
+        (0..6).collect::<Vec<_>>(),
+        "before the checkpoint + after it = all, once"
+    );
+}
