@@ -43,6 +43,8 @@ pub mod generators;
 #[cfg(feature = "kafka")]
 pub mod kafka;
 mod lines;
+#[cfg(feature = "mqtt")]
+pub mod mqtt;
 pub mod sinks;
 pub mod socket;
 pub mod stdin;

@@ -7,6 +7,8 @@ mod json_decode;
 mod jsonl;
 #[cfg(feature = "kafka")]
 mod kafka;
+#[cfg(feature = "mqtt")]
+mod mqtt;
 mod restore;
 mod single_file;
 mod sinks;
