@@ -7,6 +7,7 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use spate_connectors::kafka::{Encoded, KafkaSink, KafkaSource, KafkaUrl};
+use spate_connectors::mqtt::{MqttSink, MqttUrl};
 use spate_connectors::{DiscardSink, FileSink, JsonLinesSource, SingleFileSink};
 use spate_dataflow::{DataStream, JobConfig, StreamEnv};
 use spate_nexmark::generator::{GeneratorConfig, NexmarkGenerator};
@@ -221,12 +222,30 @@ fn generate(args: &GenArgs) -> Result<()> {
 struct Output {
     path: Option<PathBuf>,
     kafka: Option<KafkaUrl>,
+    mqtt: Option<MqttUrl>,
     /// Part files published by checkpoints instead of one file.
     exactly_once: bool,
 }
 
 impl Attach for Output {
     fn attach<R: Row>(&self, rows: DataStream<R>) {
+        if let Some(url) = &self.mqtt {
+            let encoder = Arc::new(|row: &R| {
+                let mut line = Vec::new();
+                row.write_line(&mut line);
+                if line.last() == Some(&b'\n') {
+                    line.pop();
+                }
+                Ok((None, line))
+            });
+            rows.sink_to(MqttSink::with_encoder(
+                url.address.clone(),
+                url.topic.clone(),
+                encoder,
+            ))
+            .name("output");
+            return;
+        }
         if let Some(url) = &self.kafka {
             let topic = url.sink_topic().expect("checked when parsed").to_owned();
             let encoder = Arc::new(|row: &R, out: &mut Encoded| {
@@ -291,6 +310,19 @@ fn run_query(args: &RunArgs) -> Result<()> {
     let env = StreamEnv::new(config);
     let total_workers = args.workers * args.processes;
     let (events, unit): (DataStream<Event>, &str) = match &args.input {
+        Some(url) if url.to_str().is_some_and(|u| u.starts_with("mqtt://")) => {
+            let url: MqttUrl = url.to_str().expect("checked").parse()?;
+            let source = url
+                .json_source::<JsonEvent>()
+                .policy(args.bad_records.clone());
+            (
+                env.from_source(source)
+                    .name("events")
+                    .map(Event::from)
+                    .name("to-event"),
+                "events",
+            )
+        }
         Some(url) if kafka_url(url).is_some() => {
             let url: KafkaUrl = kafka_url(url).expect("checked").parse()?;
             let topics: Vec<&str> = url.topics.iter().map(String::as_str).collect();
@@ -342,9 +374,17 @@ fn run_query(args: &RunArgs) -> Result<()> {
         }
         None => None,
     };
+    let mqtt = match args.output.as_deref().and_then(|p| p.to_str()) {
+        Some(u) if u.starts_with("mqtt://") => Some(u.parse::<MqttUrl>()?),
+        _ => None,
+    };
     let output = Output {
-        path: args.output.clone().filter(|_| kafka.is_none()),
+        path: args
+            .output
+            .clone()
+            .filter(|_| kafka.is_none() && mqtt.is_none()),
         kafka,
+        mqtt,
         exactly_once: args.checkpoint_dir.is_some(),
     };
     if args.hand_q5 && args.query == Query::Q5 {
