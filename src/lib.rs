@@ -31,6 +31,7 @@ pub use spate_checkpoint as checkpoint;
 pub use spate_connectors as connectors;
 pub use spate_dataflow as dataflow;
 pub use spate_metrics as metrics;
+pub use spate_pubsub as pubsub;
 pub use spate_types as types;
 
 use spate_connectors::{

@@ -15,6 +15,7 @@ mod joins;
 mod keyed_lifecycle;
 mod metrics;
 mod operators;
+mod route;
 mod sensors;
 mod side_outputs;
 mod sliced_windows;

@@ -27,6 +27,8 @@
 //!   (`checkpoint::coordinator`).
 //! * [`function`]: user functions with a lifecycle: panics and errors of user code fail the
 //!   job with the operator's name; non-keyed process functions and rich functions.
+//! * [`route`]: publish/subscribe routing (`stream.route`): records to the subscriptions
+//!   they match, by topic wildcards and content predicates (`spate-pubsub`).
 //! * [`dedup`]: record-id deduplication (Bloom filters over exact id stores, event-time buckets).
 //! * [`plan`]: the job graph the API records, replayed on every worker.
 //! * [`chain`]: operator chaining: consecutive forward operators run as one timely operator.
@@ -59,6 +61,7 @@ pub mod partition;
 pub mod plan;
 pub mod process;
 pub(crate) mod report;
+pub mod route;
 pub(crate) mod side;
 pub mod state;
 pub mod stream;
