@@ -75,6 +75,60 @@ pub(crate) fn newest_checkpoint(dir: &Path) -> u64 {
         .unwrap_or(0)
 }
 
+/// Kills a random child process of `supervisor` (of `processes`) `kills` times, each at a
+/// random moment of the second after the job is back to running (new processes up and a
+/// checkpoint in `ckpt` completed after them), and returns how long each recovery took.
+pub(crate) fn kill_at_random(
+    supervisor: &mut std::process::Child,
+    ckpt: &Path,
+    processes: usize,
+    kills: u64,
+    rng: &mut Rng,
+    what: &str,
+) -> Vec<Duration> {
+    let mut recoveries = Vec::new();
+    for kill in 0..kills {
+        if kill > 0 {
+            std::thread::sleep(Duration::from_millis(rng.below(1000)));
+        }
+        if supervisor.try_wait().unwrap().is_some() {
+            break;
+        }
+        let before = children(supervisor.id());
+        if before.is_empty() {
+            continue;
+        }
+        let victim = before[rng.below(before.len() as u64) as usize];
+        let checkpoints = newest_checkpoint(ckpt);
+        let killed = Instant::now();
+        let _ = std::process::Command::new("kill")
+            .args(["-9", &victim.to_string()])
+            .status();
+        // Back to running: new processes are up, and a checkpoint completes after them.
+        let mut up = None;
+        while killed.elapsed() < Duration::from_secs(60) {
+            if supervisor.try_wait().unwrap().is_some() {
+                break;
+            }
+            let now = children(supervisor.id());
+            if up.is_none() && now.len() == processes && now.iter().all(|p| !before.contains(p)) {
+                up = Some(killed.elapsed());
+            }
+            if up.is_some() && newest_checkpoint(ckpt) > checkpoints {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let running = killed.elapsed();
+        eprintln!(
+            "{what} kill {}: process {victim}; restarted in {up:?}, checkpointing again after {running:?}",
+            kill + 1
+        );
+        recoveries.push(running);
+    }
+    recoveries
+}
+
 fn multiset(rows: &[String]) -> BTreeMap<&str, i64> {
     let mut m = BTreeMap::new();
     for r in rows {
@@ -133,53 +187,12 @@ fn killed_processes_recover_with_exactly_once_output() {
         .unwrap();
     let mut rng = Rng(seed);
     let expected_s = events as f64 / rate as f64;
-    let mut recoveries = Vec::new();
     // The first kill after the first checkpoints; each next one at a random moment of the
     // second after the job is back to checkpointing (so every kill lands in a running job).
     std::thread::sleep(Duration::from_millis(
         1500 + rng.below((expected_s * 1000.0 / (kills as f64 + 1.0)) as u64),
     ));
-    for kill in 0..kills {
-        if kill > 0 {
-            std::thread::sleep(Duration::from_millis(rng.below(1000)));
-        }
-        if supervisor.try_wait().unwrap().is_some() {
-            break;
-        }
-        let before = children(supervisor.id());
-        if before.is_empty() {
-            continue;
-        }
-        let victim = before[rng.below(before.len() as u64) as usize];
-        let checkpoints = newest_checkpoint(&ckpt);
-        let killed = Instant::now();
-        // SAFETY: kill(2) on a pid of this test's grandchild.
-        let _ = std::process::Command::new("kill")
-            .args(["-9", &victim.to_string()])
-            .status();
-        // Back to running: new processes are up, and a checkpoint completes after them.
-        let mut up = None;
-        while killed.elapsed() < Duration::from_secs(60) {
-            if supervisor.try_wait().unwrap().is_some() {
-                break;
-            }
-            let now = children(supervisor.id());
-            if up.is_none() && now.len() == 3 && now.iter().all(|p| !before.contains(p)) {
-                up = Some(killed.elapsed());
-            }
-            if up.is_some() && newest_checkpoint(&ckpt) > checkpoints {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let running = killed.elapsed();
-        eprintln!(
-            "kill {}: process {victim}; restarted in {:?}, checkpointing again after {running:?}",
-            kill + 1,
-            up
-        );
-        recoveries.push(running);
-    }
+    let recoveries = kill_at_random(&mut supervisor, &ckpt, 3, kills, &mut rng, "chaos");
     let status = supervisor.wait().unwrap();
     let mut stderr = String::new();
     use std::io::Read;

@@ -18,7 +18,7 @@ use spate_connectors::kafka::admin::KafkaAdmin;
 use spate_connectors::kafka::{Encoded, KafkaSink, KafkaSource};
 use spate_types::{Sink, SinkContext, Source, SourceContext, SourceOutput, SourceStatus};
 
-use crate::chaos::{children, newest_checkpoint, setting, Rng};
+use crate::chaos::{kill_at_random, newest_checkpoint, setting, Rng};
 use crate::{ok, spate};
 
 fn bootstrap() -> String {
@@ -167,46 +167,8 @@ fn kafka_to_kafka_is_exactly_once_through_kill_9_and_fail_points() {
         .spawn()
         .unwrap();
     let mut rng = Rng(seed);
-    let mut recoveries = Vec::new();
     std::thread::sleep(Duration::from_millis(1500 + rng.below(1000)));
-    for kill in 0..kills {
-        if kill > 0 {
-            std::thread::sleep(Duration::from_millis(rng.below(1000)));
-        }
-        if supervisor.try_wait().unwrap().is_some() {
-            break;
-        }
-        let before = children(supervisor.id());
-        if before.is_empty() {
-            continue;
-        }
-        let victim = before[rng.below(before.len() as u64) as usize];
-        let checkpoints = newest_checkpoint(&ckpt);
-        let killed = Instant::now();
-        let _ = std::process::Command::new("kill")
-            .args(["-9", &victim.to_string()])
-            .status();
-        let mut up = None;
-        while killed.elapsed() < Duration::from_secs(60) {
-            if supervisor.try_wait().unwrap().is_some() {
-                break;
-            }
-            let now = children(supervisor.id());
-            if up.is_none() && now.len() == 3 && now.iter().all(|p| !before.contains(p)) {
-                up = Some(killed.elapsed());
-            }
-            if up.is_some() && newest_checkpoint(&ckpt) > checkpoints {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        eprintln!(
-            "kafka chaos kill {}: process {victim}; restarted in {up:?}, checkpointing again after {:?}",
-            kill + 1,
-            killed.elapsed()
-        );
-        recoveries.push(killed.elapsed());
-    }
+    let recoveries = kill_at_random(&mut supervisor, &ckpt, 3, kills, &mut rng, "kafka chaos");
     let out = supervisor.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
