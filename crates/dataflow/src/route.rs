@@ -71,13 +71,14 @@ impl<T: Data + Attributes> DataStream<T> {
     /// what content predicates see. See the [module docs](crate::route).
     ///
     /// ```no_run
-    /// # use spate_dataflow::{StreamEnv, JobConfig};
+    /// use spate_dataflow::DataStream;
     /// use spate_pubsub::{Dialect, Router, SubId, Subscription};
-    /// let env = StreamEnv::new(JobConfig::local(2));
-    /// let mut router = Router::new(Dialect::Mqtt);
-    /// router.add(SubId(1), Subscription::parse(Dialect::Mqtt, Some("sensors/+/temp"), Some("value > 45")).unwrap()).unwrap();
-    /// let readings = env.from_collection(vec![serde_json::json!({"topic": "sensors/7/temp", "value": 50})]);
-    /// let alerts = readings.route(router, |r: &serde_json::Value| r["topic"].as_str().unwrap_or(""));
+    /// fn alerts(readings: &DataStream<serde_json::Value>) -> DataStream<(u64, serde_json::Value)> {
+    ///     let mut router = Router::new(Dialect::Mqtt);
+    ///     let hot = Subscription::parse(Dialect::Mqtt, Some("sensors/+/temp"), Some("value > 45"));
+    ///     router.add(SubId(1), hot.expect("a valid subscription")).expect("added");
+    ///     readings.route(router, |r: &serde_json::Value| r["topic"].as_str().unwrap_or(""))
+    /// }
     /// ```
     pub fn route(
         &self,
