@@ -6,6 +6,7 @@
 //! ([`admin`]). Everything runs on the worker's thread but partition discovery.
 
 pub mod admin;
+mod batch;
 mod sink;
 mod source;
 mod url;

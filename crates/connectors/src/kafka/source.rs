@@ -42,10 +42,14 @@ use spate_types::{
     SourceStatus, SpateError, SpateResult, SplitPosition,
 };
 
+use super::batch::{BatchQueue, RawMessage};
 use crate::bad::{dead_letter_sink, handle_bad_record};
 
 /// How long a metadata or offset look-up may take before the reader gives up.
 const LOOKUP_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// At most this many messages are taken from librdkafka in one call.
+const BATCH: usize = 1024;
 
 /// One Kafka message as a decoder sees it: borrowed from the consumer's buffer.
 #[derive(Clone, Copy)]
@@ -62,19 +66,23 @@ pub struct KafkaMessage<'a> {
     pub key: Option<&'a [u8]>,
     /// Its value; `None` for a tombstone.
     pub value: Option<&'a [u8]>,
-    headers: Option<&'a rdkafka::message::BorrowedHeaders>,
+    headers: MessageHeaders<'a>,
+}
+
+/// Where a [`KafkaMessage`]'s headers are read from, when asked for.
+#[derive(Clone, Copy)]
+enum MessageHeaders<'a> {
+    Owned(&'a [(String, Option<Vec<u8>>)]),
+    Batched(RawMessage<'a>),
 }
 
 impl KafkaMessage<'_> {
     /// Its headers, in order (a header may have no value).
     pub fn headers(&self) -> Vec<(String, Option<Vec<u8>>)> {
-        self.headers
-            .map(|h| {
-                h.iter()
-                    .map(|h| (h.key.to_owned(), h.value.map(<[u8]>::to_vec)))
-                    .collect()
-            })
-            .unwrap_or_default()
+        match self.headers {
+            MessageHeaders::Owned(h) => h.to_vec(),
+            MessageHeaders::Batched(m) => m.headers(),
+        }
     }
 
     /// The message, owned.
@@ -380,9 +388,11 @@ impl<T: Send + 'static> Source<T> for KafkaSource<T> {
                 .iter()
                 .map(|t| Arc::<str>::from(t.as_str()))
                 .collect(),
+            queue: BatchQueue::new(&consumer),
             consumer,
             parts,
             index: HashMap::new(),
+            last_part: None,
             assigned: false,
             restored: false,
             current: None,
@@ -486,10 +496,15 @@ impl Part {
 /// One worker's consumer of its partitions.
 struct KafkaReader<T> {
     topics: Vec<Arc<str>>,
+    /// The queue the assigned partitions are forwarded to, read in batches. Declared before
+    /// `consumer`: it must be destroyed before the client it belongs to.
+    queue: Option<BatchQueue>,
     consumer: BaseConsumer,
     parts: Vec<Part>,
     /// `(topic, partition)` → index into `parts`.
     index: HashMap<(usize, i32), usize>,
+    /// The last look-up in `index` (messages come in runs of one partition).
+    last_part: Option<((usize, i32), usize)>,
     assigned: bool,
     restored: bool,
     /// The split of the last record pushed in this poll.
@@ -506,6 +521,7 @@ struct KafkaReader<T> {
 
 impl<T> KafkaReader<T> {
     fn reindex(&mut self) {
+        self.last_part = None;
         self.index = self
             .parts
             .iter()
@@ -610,6 +626,7 @@ impl<T> KafkaReader<T> {
         self.consumer
             .assign(&tpl)
             .map_err(|e| self.err(format!("assigning partitions: {e}")))?;
+        self.forward(&tpl);
         self.assigned = true;
         Ok(())
     }
@@ -652,6 +669,7 @@ impl<T> KafkaReader<T> {
             self.consumer
                 .incremental_assign(&tpl)
                 .map_err(|e| self.err(format!("assigning new partitions: {e}")))?;
+            self.forward(&tpl);
         }
         Ok(())
     }
@@ -695,6 +713,68 @@ impl<T> KafkaReader<T> {
         Ok(())
     }
 
+    /// Forwards the partitions just assigned to the batch queue.
+    fn forward(&self, tpl: &TopicPartitionList) {
+        if let Some(queue) = &self.queue {
+            for e in tpl.elements() {
+                queue.forward(e.topic(), e.partition());
+            }
+        }
+    }
+
+    /// The index of the part that a message of topic `t`'s `partition` belongs to.
+    fn part_of(&mut self, t: usize, partition: i32) -> Option<usize> {
+        match self.last_part {
+            Some((key, i)) if key == (t, partition) => Some(i),
+            _ => {
+                let i = *self.index.get(&(t, partition))?;
+                self.last_part = Some(((t, partition), i));
+                Some(i)
+            }
+        }
+    }
+
+    /// Emits one message (or routes it to the bad-record policy); `false` if it was not for
+    /// this reader or past its stop.
+    fn emit(
+        &mut self,
+        out: &mut SourceOutput<'_, T>,
+        t: usize,
+        view: &KafkaMessage<'_>,
+    ) -> SpateResult<()> {
+        let Some(i) = self.part_of(t, view.partition) else {
+            return Ok(());
+        };
+        let offset = view.offset;
+        let part = &mut self.parts[i];
+        if part.finished || part.stop.is_some_and(|s| offset >= s) {
+            return Ok(());
+        }
+        part.next = offset + 1;
+        let finished = part.stop.is_some_and(|s| part.next >= s);
+        if self.current != Some(i) {
+            out.split(i as u32);
+            self.current = Some(i);
+        }
+        match (self.decoder)(view) {
+            Ok(record) => out.push(record),
+            Err(reason) => handle_bad_record(
+                &self.policy,
+                out,
+                &format!("kafka:{}/{}", view.topic, view.partition),
+                offset as u64,
+                &reason,
+                view.value.unwrap_or_default(),
+            )?,
+        }
+        if finished {
+            self.parts[i].finished = true;
+            out.split_finished(i as u32);
+            self.current = None;
+        }
+        Ok(())
+    }
+
     fn all_finished(&self) -> bool {
         self.parts.iter().all(|p| p.finished)
     }
@@ -715,6 +795,8 @@ impl<T> SourceReader<T> for KafkaReader<T> {
         }
         let mut idle = true;
         let mut taken = 0;
+        // The consumer's own queue first: its events, and any message fetched before its
+        // partition was forwarded to the batch queue (older than those there).
         while taken < max_records {
             let Some(result) = self.consumer.poll(Duration::ZERO) else {
                 break;
@@ -726,48 +808,81 @@ impl<T> SourceReader<T> for KafkaReader<T> {
                 Err(e) => return Err(self.err(format!("consuming: {e}"))),
             };
             idle = false;
-            let topic = msg.topic();
-            let Some(t) = self.topics.iter().position(|x| &**x == topic) else {
-                continue;
-            };
-            let Some(&i) = self.index.get(&(t, msg.partition())) else {
-                continue;
-            };
-            let offset = msg.offset();
-            let part = &mut self.parts[i];
-            if part.finished || part.stop.is_some_and(|s| offset >= s) {
-                continue;
-            }
-            part.next = offset + 1;
-            if self.current != Some(i) {
-                out.split(i as u32);
-                self.current = Some(i);
-            }
-            let view = KafkaMessage {
-                topic,
+            // Rare (see above), so copied: the message borrows the consumer.
+            let record = KafkaRecord {
+                topic: msg.topic().to_owned(),
                 partition: msg.partition(),
-                offset,
+                offset: msg.offset(),
                 timestamp: msg.timestamp().to_millis(),
-                key: msg.key(),
-                value: msg.payload(),
-                headers: msg.headers(),
+                key: msg.key().map(<[u8]>::to_vec),
+                value: msg.payload().map(<[u8]>::to_vec),
+                headers: msg
+                    .headers()
+                    .map(|h| {
+                        h.iter()
+                            .map(|h| (h.key.to_owned(), h.value.map(<[u8]>::to_vec)))
+                            .collect()
+                    })
+                    .unwrap_or_default(),
             };
-            match (self.decoder)(&view) {
-                Ok(record) => out.push(record),
-                Err(reason) => handle_bad_record(
-                    &self.policy,
-                    out,
-                    &format!("kafka:{topic}/{}", view.partition),
-                    offset as u64,
-                    &reason,
-                    view.value.unwrap_or_default(),
-                )?,
+            drop(msg);
+            let Some(t) = self.topics.iter().position(|x| **x == *record.topic) else {
+                continue;
+            };
+            let view = KafkaMessage {
+                topic: &record.topic,
+                partition: record.partition,
+                offset: record.offset,
+                timestamp: record.timestamp,
+                key: record.key.as_deref(),
+                value: record.value.as_deref(),
+                headers: MessageHeaders::Owned(&record.headers),
+            };
+            self.emit(out, t, &view)?;
+        }
+        // Then the batch queue.
+        while taken < max_records {
+            let Some(queue) = self.queue.as_mut() else {
+                break;
+            };
+            let batch = queue.consume((max_records - taken).min(BATCH));
+            if batch.is_empty() {
+                queue.recycle(batch);
+                break;
             }
-            if part.stop.is_some_and(|s| part.next >= s) {
-                part.finished = true;
-                out.split_finished(i as u32);
-                self.current = None;
+            taken += batch.len();
+            idle = false;
+            let mut result = Ok(());
+            for m in batch.iter() {
+                if m.is_partition_eof() {
+                    continue;
+                }
+                if let Some(e) = m.error() {
+                    result = Err(self.err(format!("consuming: {e}")));
+                    break;
+                }
+                let name = m.topic();
+                let Some(t) = self.topics.iter().position(|x| x.as_bytes() == name) else {
+                    continue;
+                };
+                let view = KafkaMessage {
+                    topic: std::str::from_utf8(name).unwrap_or_default(),
+                    partition: m.partition(),
+                    offset: m.offset(),
+                    timestamp: m.timestamp(),
+                    key: m.key(),
+                    value: m.payload(),
+                    headers: MessageHeaders::Batched(m),
+                };
+                if let Err(e) = self.emit(out, t, &view) {
+                    result = Err(e);
+                    break;
+                }
             }
+            if let Some(queue) = self.queue.as_mut() {
+                queue.recycle(batch);
+            }
+            result?;
         }
         if self.bounded {
             let now = Instant::now();
