@@ -34,7 +34,10 @@ pub enum BenchCommand {
 /// `spate bench kafka`.
 #[derive(Debug, Args)]
 pub struct KafkaBenchArgs {
-    /// `source` (read --topic to its end) or `sink` (write --records to --topic).
+    /// `source` (read --topic to its end), `sink` (write --records to --topic), or `e2e`
+    /// (records written at --rate for --seconds to `TOPIC-in`, copied by a job to `TOPIC-out`
+    /// with --delivery, read back by a `read_committed` consumer: latency from each record's
+    /// creation to its visibility in the output).
     #[arg(long)]
     pub mode: String,
     /// The bootstrap servers.
@@ -58,6 +61,15 @@ pub struct KafkaBenchArgs {
     /// Worker threads.
     #[arg(long, default_value_t = 1)]
     pub workers: usize,
+    /// Records per second written to the input topic (e2e).
+    #[arg(long, default_value_t = 50_000)]
+    pub rate: u64,
+    /// How long records are written (e2e); the first 5 s are a warm-up outside the figures.
+    #[arg(long, default_value_t = 30)]
+    pub seconds: u64,
+    /// Partitions of the topics the benchmark creates (e2e).
+    #[arg(long, default_value_t = 4)]
+    pub partitions: i32,
     /// A librdkafka property for the source's consumer or the sink's producer, `NAME=VALUE`
     /// (repeatable).
     #[arg(long = "property")]
@@ -169,6 +181,11 @@ fn kafka(args: &KafkaBenchArgs) -> Result<()> {
                 .with_context(|| format!("--property {p}: expected NAME=VALUE"))
         })
         .collect::<Result<_>>()?;
+    if args.mode == "e2e" {
+        let result = kafka_e2e::run(args, config, &properties);
+        let _ = std::fs::remove_dir_all(&ckpt);
+        return result;
+    }
     let env = StreamEnv::new(config);
     match args.mode.as_str() {
         "source" => {
@@ -205,7 +222,7 @@ fn kafka(args: &KafkaBenchArgs) -> Result<()> {
                 .sink_to(sink)
                 .name("kafka");
         }
-        other => bail!("--mode {other}: use source or sink"),
+        other => bail!("--mode {other}: use source, sink or e2e"),
     }
     let started = Instant::now();
     let result = env.execute("bench-kafka")?;
@@ -237,6 +254,206 @@ fn kafka(args: &KafkaBenchArgs) -> Result<()> {
         })
     );
     Ok(())
+}
+
+mod kafka_e2e {
+    //! `spate bench kafka --mode e2e`: end-to-end latency of a Kafka → job → Kafka copy. A
+    //! producer thread writes records stamped with their creation time at a fixed rate; the
+    //! job copies them with the chosen delivery; a `read_committed` consumer sees each output
+    //! only once its transaction commits (exactly once: when the checkpoint that covers it
+    //! completes), so the latency includes the checkpoint interval, as a reader's would.
+
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::sync::Arc;
+    use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+    use anyhow::{Context, Result};
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
+    use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
+    use spate_connectors::kafka::admin::KafkaAdmin;
+    use spate_connectors::kafka::{Delivery, Encoded, KafkaSink, KafkaSource};
+    use spate_dataflow::{JobConfig, StreamEnv};
+    use spate_metrics::Histogram;
+
+    use super::KafkaBenchArgs;
+    use crate::util::peak_rss_mb;
+
+    const WARM_UP: Duration = Duration::from_secs(5);
+
+    fn now_ns() -> u64 {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64)
+    }
+
+    pub(super) fn run(
+        args: &KafkaBenchArgs,
+        config: JobConfig,
+        properties: &[(String, String)],
+    ) -> Result<()> {
+        let delivery: Delivery = args.delivery.parse()?;
+        let input = format!("{}-in", args.topic);
+        let output = format!("{}-out", args.topic);
+        let mut admin = KafkaAdmin::new(&args.bootstrap);
+        admin.create_topic(&input, args.partitions, false)?;
+        admin.create_topic(&output, args.partitions, false)?;
+
+        let env = StreamEnv::new(config);
+        let mut source = KafkaSource::<Vec<u8>>::bytes(&args.bootstrap, &[&input]);
+        for (k, v) in properties {
+            source = source.property(k.clone(), v.clone());
+        }
+        let encoder = Arc::new(|v: &Vec<u8>, out: &mut Encoded| {
+            out.value.extend_from_slice(v);
+            Ok(())
+        });
+        let sink = KafkaSink::with_encoder(&args.bootstrap, output.clone(), encoder).delivery(
+            match delivery {
+                Delivery::ExactlyOnce { .. } => Delivery::ExactlyOnce {
+                    prefix: format!("bench-{}-{}", args.topic, std::process::id()),
+                },
+                d => d,
+            },
+        );
+        env.from_source(source)
+            .name("kafka-in")
+            .sink_to(sink)
+            .name("kafka-out");
+        let stop = env.stop_handle();
+
+        let total = args.rate * args.seconds;
+        let produced = Arc::new(AtomicU64::new(0));
+        let producing = Arc::new(AtomicBool::new(true));
+        let producer = {
+            let (bootstrap, topic, rate, size) = (
+                args.bootstrap.clone(),
+                input.clone(),
+                args.rate,
+                args.record_size,
+            );
+            let (produced, producing) = (Arc::clone(&produced), Arc::clone(&producing));
+            std::thread::spawn(move || -> Result<()> {
+                let p: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
+                    .set("bootstrap.servers", &bootstrap)
+                    .set("linger.ms", "5")
+                    .set("acks", "all")
+                    .create()
+                    .context("creating the input producer")?;
+                let start = Instant::now();
+                let mut value = vec![b'x'; size.max(8)];
+                for i in 0..total {
+                    let due = start + Duration::from_secs_f64(i as f64 / rate as f64);
+                    let now = Instant::now();
+                    if due > now {
+                        std::thread::sleep(due - now);
+                    }
+                    value[..8].copy_from_slice(&now_ns().to_le_bytes());
+                    let mut record = BaseRecord::<(), [u8]>::to(&topic).payload(&value[..]);
+                    loop {
+                        match p.send(record) {
+                            Ok(()) => break,
+                            Err((_, r)) => {
+                                record = r;
+                                std::thread::sleep(Duration::from_millis(1));
+                            }
+                        }
+                    }
+                    produced.fetch_add(1, Ordering::Relaxed);
+                }
+                p.flush(Duration::from_secs(30))
+                    .context("flushing the input producer")?;
+                producing.store(false, Ordering::SeqCst);
+                Ok(())
+            })
+        };
+        let reader = {
+            let (bootstrap, topic, partitions) =
+                (args.bootstrap.clone(), output.clone(), args.partitions);
+            let (produced, producing) = (Arc::clone(&produced), Arc::clone(&producing));
+            let started = now_ns();
+            std::thread::spawn(move || -> Result<(Histogram, u64)> {
+                let c: BaseConsumer = ClientConfig::new()
+                    .set("bootstrap.servers", &bootstrap)
+                    .set("group.id", "spate-bench-e2e")
+                    .set("isolation.level", "read_committed")
+                    .set("enable.auto.commit", "false")
+                    .create()
+                    .context("creating the output reader")?;
+                let mut tpl = TopicPartitionList::new();
+                for p in 0..partitions {
+                    tpl.add_partition_offset(&topic, p, Offset::Beginning)?;
+                }
+                c.assign(&tpl)?;
+                let mut hist = Histogram::new();
+                let mut seen = 0u64;
+                let mut quiet_since = Instant::now();
+                let warm_up = started + WARM_UP.as_nanos() as u64;
+                loop {
+                    match c.poll(Duration::from_millis(100)) {
+                        Some(Ok(m)) => {
+                            quiet_since = Instant::now();
+                            seen += 1;
+                            let Some(v) = m.payload().filter(|v| v.len() >= 8) else {
+                                continue;
+                            };
+                            let created = u64::from_le_bytes(v[..8].try_into().unwrap_or([0; 8]));
+                            if created >= warm_up {
+                                hist.record(now_ns().saturating_sub(created) / 1_000);
+                            }
+                        }
+                        Some(Err(e)) => return Err(e).context("reading the output"),
+                        None => {}
+                    }
+                    let done = !producing.load(Ordering::SeqCst);
+                    if done && seen >= produced.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    // Nothing new for 60 s after the producer finished: report what arrived.
+                    if done && quiet_since.elapsed() > Duration::from_secs(60) {
+                        break;
+                    }
+                }
+                Ok((hist, seen))
+            })
+        };
+        // The job runs on this thread (its environment is not `Send`); a watcher stops it once
+        // the reader has seen everything the producer wrote.
+        let watcher = std::thread::spawn(move || {
+            let produced = producer.join();
+            let read = reader.join();
+            stop.stop();
+            (produced, read)
+        });
+        env.execute("bench-kafka-e2e")?;
+        let (produced_result, read) = watcher
+            .join()
+            .map_err(|_| anyhow::anyhow!("the watcher panicked"))?;
+        produced_result.map_err(|_| anyhow::anyhow!("the producer panicked"))??;
+        let (hist, seen) = read.map_err(|_| anyhow::anyhow!("the reader panicked"))??;
+        let s = hist.snapshot();
+        let ms = |us: f64| (us / 10.0).round() / 100.0;
+        println!(
+            "{}",
+            serde_json::json!({
+                "bench": "kafka",
+                "mode": "e2e",
+                "delivery": args.delivery,
+                "checkpoint_interval": args.checkpoint_interval,
+                "rate": args.rate,
+                "produced": produced.load(Ordering::Relaxed),
+                "read": seen,
+                "measured": s.count,
+                "p50_ms": ms(s.p50),
+                "p95_ms": ms(s.p95),
+                "p99_ms": ms(s.p99),
+                "max_ms": ms(s.max),
+                "workers": args.workers,
+                "peak_rss_mb": peak_rss_mb().map(|r| (r * 10.0).round() / 10.0),
+            })
+        );
+        Ok(())
+    }
 }
 
 fn tempfile_dir(prefix: &str) -> Result<PathBuf> {
