@@ -4,7 +4,10 @@
 //!   records/s through the counting [`Matcher`] and through evaluating every predicate;
 //!   `content_broad/*` the same with ranges that half the records satisfy;
 //! * `topic/*`: 100 000 MQTT filters, topics/s through the [`TopicTrie`] and through
-//!   [`filter_matches`] on every filter.
+//!   [`filter_matches`] on every filter;
+//! * `route/router`: content-based routing through the [`Router`]: 1 000 000 records (10 000
+//!   distinct records with topics, cycled 100 times) to 10 000 subscriptions, a third topic
+//!   filters only, a third content predicates only, a third both; records/s.
 //!
 //! Run with `cargo bench -p spate-pubsub --bench matching`. Everything is generated from
 //! fixed seeds, so runs compare.
@@ -13,7 +16,10 @@ use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use rustc_hash::FxHashMap;
-use spate_pubsub::{filter_matches, AttrValue, Matcher, Predicate, SubId, TopicFilter, TopicTrie};
+use spate_pubsub::{
+    filter_matches, AttrValue, Dialect, Matcher, Predicate, Router, SubId, Subscription,
+    TopicFilter, TopicTrie,
+};
 
 /// SplitMix64: a small deterministic generator, so the bench needs no `rand`.
 struct Rng(u64);
@@ -252,5 +258,60 @@ fn topics(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, content, topics);
+/// Records routed per iteration of `route/router`, and how many of them are distinct.
+const ROUTED: usize = 1_000_000;
+const DISTINCT: usize = 10_000;
+
+fn route(c: &mut Criterion) {
+    let mut rng = Rng(99);
+    let mut router = Router::new(Dialect::Mqtt);
+    for i in 0..SUBSCRIPTIONS {
+        let (topic, content) = match i % 3 {
+            0 => (Some(filter(&mut rng)), None),
+            1 => (None, Some(subscription(&mut rng, false))),
+            _ => (Some(filter(&mut rng)), Some(subscription(&mut rng, false))),
+        };
+        router
+            .add(SubId(i as u64), Subscription::new(topic, content))
+            .expect("one dialect");
+    }
+    let messages: Vec<(String, Record)> = (0..DISTINCT)
+        .map(|_| {
+            let topic = (0..4)
+                .map(|d| topic_level(&mut rng, d))
+                .collect::<Vec<_>>()
+                .join("/");
+            (topic, record(&mut rng))
+        })
+        .collect();
+    let mut out = Vec::new();
+    let total: usize = messages
+        .iter()
+        .map(|(t, r)| {
+            router.route_into(t, r, &mut out);
+            out.len()
+        })
+        .sum();
+    eprintln!(
+        "route: {SUBSCRIPTIONS} subscriptions, {:.1} subscribers per record",
+        total as f64 / DISTINCT as f64
+    );
+
+    let mut g = c.benchmark_group("route");
+    g.sample_size(10);
+    g.throughput(Throughput::Elements(ROUTED as u64));
+    g.bench_function("router", |b| {
+        b.iter(|| {
+            let mut n = 0;
+            for (t, r) in messages.iter().cycle().take(ROUTED) {
+                router.route_into(t, r, &mut out);
+                n += out.len();
+            }
+            black_box(n)
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, content, topics, route);
 criterion_main!(benches);

@@ -368,7 +368,7 @@ impl<T> KafkaWriter<T> {
         let committed: Vec<String> = self.to_commit.iter().map(|t| t.id.clone()).collect();
         for txn in std::mem::take(&mut self.to_commit) {
             self.recommit(&mut admin, &txn)?;
-            crate::kafka::failpoint("kafka.after_recovery_commit");
+            crate::failpoint::failpoint("kafka.after_recovery_commit");
         }
         // The brokers, from a producer's metadata, to list their open transactions.
         let probe = self.new_producer(None)?;
@@ -575,7 +575,7 @@ impl<T> SinkWriter<T> for KafkaWriter<T> {
         self.failed(&txn.producing)?;
         self.pending.push((checkpoint, txn));
         self.begin()?;
-        crate::kafka::failpoint("kafka.after_pre_commit");
+        crate::failpoint::failpoint("kafka.after_pre_commit");
         let state = WriterState {
             worker: self.ctx.worker_index,
             workers: self.ctx.workers,
@@ -597,7 +597,7 @@ impl<T> SinkWriter<T> for KafkaWriter<T> {
     fn commit(&mut self, checkpoint: u64) -> SpateResult<()> {
         while self.pending.first().is_some_and(|(c, _)| *c <= checkpoint) {
             let (_, txn) = self.pending.remove(0);
-            crate::kafka::failpoint("kafka.before_commit");
+            crate::failpoint::failpoint("kafka.before_commit");
             txn.producing
                 .producer
                 .commit_transaction(FLUSH_TIMEOUT)

@@ -12,6 +12,13 @@
 //!   The broker's in-flight window must hold every message of a checkpoint interval
 //!   (mosquitto: `max_inflight_messages 0`, a large `max_queued_messages`). A job without
 //!   checkpoints should use [`MqttSource::ack_on_receive`] (at-most-once across restarts).
+//! * **Exactly once** at the output takes a unique id in every payload and an exactly-once
+//!   sink: [`MqttUrl::json_source_with_id`] (`mqtt://...?dedup=FIELD`) emits `(id, record)`,
+//!   and `DataStream::dedup_by` on the id, whose seen ids are checkpointed keyed state with a
+//!   retention, drops the redeliveries of records the restored checkpoint already covers.
+//!   The redeliveries come from the window between a checkpoint's completion and its acks
+//!   (the fail point `mqtt.before_ack` of `failpoint.rs`) and from messages read after
+//!   the checkpoint; the retention must outlast the broker's redelivery (its session).
 //! * [`MqttSink`] publishes at QoS 1 and waits for every outstanding PUBACK at `pre_commit`,
 //!   so everything before a checkpoint is on the broker when it completes: at-least-once
 //!   (a restore may publish the records after the checkpoint again).

@@ -314,6 +314,11 @@ impl<T> SourceReader<T> for MqttReader<T> {
         {
             self.to_ack = self.to_ack.max(n);
         }
+        if self.unacked.front().is_some_and(|(n, _)| *n < self.to_ack) {
+            // The window where the checkpoint is complete but the broker still holds its
+            // messages as unacked: a crash here makes the broker redeliver them.
+            crate::failpoint::failpoint("mqtt.before_ack");
+        }
         self.send_acks();
         Ok(())
     }

@@ -6,7 +6,12 @@
 //!
 //! * `client=ID`: the client id (a source's persistent session; default `spate-TOPIC`);
 //! * `qos=0|1|2` (default 1);
-//! * source only: `ack=checkpoint|receive` (default `checkpoint`).
+//! * source only: `ack=checkpoint|receive` (default `checkpoint`);
+//! * source only: `dedup=FIELD`: the payloads are JSON objects with a unique id in the
+//!   top-level field FIELD (a string or a number), which [`MqttUrl::json_source_with_id`]
+//!   emits beside each record, for the job to drop redeliveries with
+//!   `DataStream::dedup_by` on it (exactly once with checkpoints; see the [module
+//!   docs](super)).
 //!
 //! An unknown option is an error that names it.
 
@@ -27,6 +32,8 @@ pub struct MqttUrl {
     pub qos: u8,
     /// `ack=receive`.
     pub ack_on_receive: bool,
+    /// `dedup=FIELD`.
+    pub dedup: Option<String>,
 }
 
 impl std::str::FromStr for MqttUrl {
@@ -59,6 +66,7 @@ impl std::str::FromStr for MqttUrl {
             client_id: None,
             qos: 1,
             ack_on_receive: false,
+            dedup: None,
         };
         for pair in query.split('&').filter(|p| !p.is_empty()) {
             let (k, v) = pair
@@ -82,9 +90,11 @@ impl std::str::FromStr for MqttUrl {
                         _ => return Err(bad(&format!("ack={v}: use checkpoint or receive"))),
                     }
                 }
+                "dedup" if !v.is_empty() => parsed.dedup = Some(v.to_owned()),
+                "dedup" => return Err(bad("dedup= needs the name of the payload's id field")),
                 _ => {
                     return Err(bad(&format!(
-                        "unknown option `{k}` (known: client, qos, ack)"
+                        "unknown option `{k}` (known: client, qos, ack, dedup)"
                     )))
                 }
             }
@@ -108,6 +118,32 @@ impl MqttUrl {
             &[self.topic.as_str()],
             self.client_id(),
         ))
+    }
+
+    /// The source this URL describes, decoding payloads as JSON objects into `(id, T)`, where
+    /// `id` is the top-level field that `dedup=` names (its JSON text when a number, the
+    /// string itself when a string). A payload without the field, or with another kind of
+    /// value there, is a bad record (the source's policy applies). Without `dedup=`, an error.
+    pub fn json_source_with_id<T: serde::de::DeserializeOwned + Send + 'static>(
+        &self,
+    ) -> SpateResult<MqttSource<(String, T)>> {
+        let field = self.dedup.clone().ok_or_else(|| {
+            SpateError::Config(format!(
+                "MQTT source on `{}`: no dedup= field to read ids from",
+                self.topic
+            ))
+        })?;
+        let decoder = std::sync::Arc::new(move |m: &super::MqttMessage<'_>| {
+            let id = payload_id(m.payload, &field)?;
+            let record: T = crate::files::decode_json_line(m.payload)?;
+            Ok((id, record))
+        });
+        Ok(self.configure_source(MqttSource::with_decoder(
+            self.address.clone(),
+            &[self.topic.as_str()],
+            self.client_id(),
+            decoder,
+        )))
     }
 
     /// The source this URL describes, emitting payloads as bytes.
@@ -149,6 +185,21 @@ impl MqttUrl {
     }
 }
 
+/// The id in the top-level `field` of a JSON object: a string as it is, a number as its JSON
+/// text (so `7` and `"7"` are different ids).
+fn payload_id(payload: &[u8], field: &str) -> Result<String, String> {
+    let object: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(payload)
+        .map_err(|e| format!("not a JSON object with an id in `{field}`: {e}"))?;
+    match object.get(field) {
+        Some(serde_json::Value::String(s)) => Ok(s.clone()),
+        Some(serde_json::Value::Number(n)) => Ok(n.to_string()),
+        Some(other) => Err(format!(
+            "the id field `{field}` holds {other}, not a string or a number"
+        )),
+        None => Err(format!("no id field `{field}`")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -171,6 +222,28 @@ mod tests {
         assert_eq!(u.client_id(), "spate-a__");
         assert!(u.ack_on_receive);
         assert_eq!(u.qos, 0);
+        assert_eq!(u.dedup, None);
+        let u = parse("mqtt://broker/a?dedup=id").unwrap();
+        assert_eq!(u.dedup.as_deref(), Some("id"));
+    }
+
+    #[test]
+    fn ids_come_from_the_named_field() {
+        assert_eq!(payload_id(br#"{"id":7,"x":1}"#, "id").unwrap(), "7");
+        assert_eq!(payload_id(br#"{"x":1,"id":"a7"}"#, "id").unwrap(), "a7");
+        assert!(payload_id(br#"{"x":1}"#, "id")
+            .unwrap_err()
+            .contains("no id field `id`"));
+        assert!(payload_id(br#"{"id":[1]}"#, "id")
+            .unwrap_err()
+            .contains("not a string"));
+        assert!(payload_id(b"[1]", "id")
+            .unwrap_err()
+            .contains("not a JSON object"));
+        assert!(parse("mqtt://h/t")
+            .unwrap()
+            .json_source_with_id::<u32>()
+            .is_err());
     }
 
     #[test]
@@ -185,6 +258,7 @@ mod tests {
         assert!(e("mqtt://h/t?ack=never").contains("ack=never"));
         assert!(e("mqtt://h/t?group=g").contains("unknown option `group`"));
         assert!(e("mqtt://h/t?qos").contains("option `qos` has no value"));
+        assert!(e("mqtt://h/t?dedup=").contains("dedup= needs"));
         for s in ["mqtt://h/t?bogus=1", "mqtt://h:x/t"] {
             assert!(!e(s).contains('\n'));
         }
