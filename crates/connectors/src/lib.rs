@@ -45,6 +45,8 @@ pub mod kafka;
 mod lines;
 #[cfg(feature = "mqtt")]
 pub mod mqtt;
+#[cfg(feature = "nats")]
+pub mod nats;
 pub mod sinks;
 pub mod socket;
 pub mod stdin;
