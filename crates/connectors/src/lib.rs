@@ -38,6 +38,8 @@
 
 mod bad;
 pub mod collection;
+#[cfg(any(feature = "kafka", feature = "nats"))]
+mod failpoint;
 pub mod files;
 pub mod generators;
 #[cfg(feature = "kafka")]

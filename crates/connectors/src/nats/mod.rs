@@ -43,7 +43,9 @@
 //!   shorter than [`JetStreamSink::min_duplicate_window`] (default 2 min, the server's
 //!   default; 10 min or more is wise) or the stream does not exist. The cost: a checkpoint
 //!   holds its interval's output (rate × interval bytes per worker), and output appears a
-//!   checkpoint later.
+//!   checkpoint later. Fail points for the tests that kill a job inside that window
+//!   (`SPATE_FAILPOINTS`, as Kafka's): `nats.after_pre_commit`, `nats.before_commit`,
+//!   `nats.mid_commit` (half of a batch stored), `nats.after_restore_publish`.
 //!
 //! URLs: [`NatsUrl`]. Management calls for tests and tools: [`admin`].
 

@@ -240,15 +240,22 @@ async fn await_acks(
 }
 
 /// Publishes `batches` with their message ids and waits for every ack; returns the number
-/// the stream reported as duplicates.
+/// the stream reported as duplicates. At a commit (not a restore), fail point
+/// `nats.mid_commit` aborts the process once half of a batch is stored.
 async fn publish_batches(
     js: async_nats::jetstream::Context,
     batches: Vec<Batch>,
+    commit: bool,
 ) -> Result<u64, async_nats::Error> {
     let mut acks = VecDeque::new();
     let mut duplicates = 0;
     for b in batches {
+        let half = b.messages.len() / 2;
         for (i, (subject, payload)) in b.messages.into_iter().enumerate() {
+            if commit && i == half && i > 0 {
+                duplicates += await_acks(&mut acks, 0).await?;
+                crate::failpoint::failpoint("nats.mid_commit");
+            }
             let publish = PublishMessage::build()
                 .payload(payload)
                 .message_id(format!("{}-{i}", b.id));
@@ -261,8 +268,9 @@ async fn publish_batches(
 }
 
 impl<T> JetStreamWriter<T> {
-    /// Publishes the pending batches of checkpoints up to `upto`.
-    fn publish_pending(&mut self, upto: u64) -> SpateResult<()> {
+    /// Publishes the pending batches of checkpoints up to `upto` (`commit`: at a checkpoint's
+    /// completion, not a restore).
+    fn publish_pending(&mut self, upto: u64, commit: bool) -> SpateResult<()> {
         let (ready, later): (Vec<Batch>, Vec<Batch>) = std::mem::take(&mut self.pending)
             .into_iter()
             .partition(|b| b.checkpoint <= upto);
@@ -273,7 +281,7 @@ impl<T> JetStreamWriter<T> {
         let js = self.js.clone();
         self.duplicates += self
             .net
-            .run(publish_batches(js, ready))?
+            .run(publish_batches(js, ready, commit))?
             .map_err(|e| self.net.err(format!("publishing to JetStream: {e}")))?;
         Ok(())
     }
@@ -346,6 +354,7 @@ impl<T> SinkWriter<T> for JetStreamWriter<T> {
                         messages: std::mem::take(&mut self.buffer),
                     });
                 }
+                crate::failpoint::failpoint("nats.after_pre_commit");
                 Ok(encode_state(&self.pending))
             }
         }
@@ -353,7 +362,10 @@ impl<T> SinkWriter<T> for JetStreamWriter<T> {
 
     fn commit(&mut self, checkpoint: u64) -> SpateResult<()> {
         if self.delivery == Delivery::ExactlyOnce {
-            self.publish_pending(checkpoint)?;
+            if self.pending.iter().any(|b| b.checkpoint <= checkpoint) {
+                crate::failpoint::failpoint("nats.before_commit");
+            }
+            self.publish_pending(checkpoint, true)?;
         }
         Ok(())
     }
@@ -373,7 +385,9 @@ impl<T> SinkWriter<T> for JetStreamWriter<T> {
                 }
             }
         }
-        self.publish_pending(u64::MAX)
+        self.publish_pending(u64::MAX, false)?;
+        crate::failpoint::failpoint("nats.after_restore_publish");
+        Ok(())
     }
 
     /// The engine closes sinks after the final checkpoint, if any: publishes everything.
@@ -389,7 +403,7 @@ impl<T> SinkWriter<T> for JetStreamWriter<T> {
                         messages: std::mem::take(&mut self.buffer),
                     });
                 }
-                self.publish_pending(u64::MAX)?;
+                self.publish_pending(u64::MAX, true)?;
                 if self.duplicates > 0 {
                     tracing::info!(
                         duplicates = self.duplicates,

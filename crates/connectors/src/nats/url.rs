@@ -108,10 +108,11 @@ impl std::str::FromStr for NatsUrl {
                 "stream" => parsed.stream = Some(v.to_owned()),
                 "start" => {
                     parsed.start = Some(v.parse().map_err(|e: SpateError| {
-                        bad(&format!(
-                            "start={v}: {}",
-                            e.to_string().trim_start_matches("configuration error: ")
-                        ))
+                        let why = match e {
+                            SpateError::Config(m) => m,
+                            other => other.to_string(),
+                        };
+                        bad(&format!("start={v}: {why}"))
                     })?)
                 }
                 "stop" if v == "latest" => parsed.bounded = true,
@@ -310,7 +311,13 @@ mod tests {
         assert!(e("nats:///t").contains("no server address"));
         assert!(e("nats://h:x/t").contains("bad server address `h:x`"));
         assert!(e("nats://h/a..b").contains("bad subject `a..b`"));
-        assert!(e("nats://h/t?stream=S&start=soon").contains("start=soon"));
+        assert!(e("nats://h/t?stream=S&start=soon").contains("start=soon: unknown JetStream start"));
+        assert_eq!(
+            e("nats://h/t?stream=S&start=soon")
+                .matches("invalid configuration")
+                .count(),
+            1
+        );
         assert!(e("nats://h/t?stream=S&stop=never").contains("stop=never"));
         assert!(e("nats://h/t?stream=S&delivery=twice").contains("delivery=twice"));
         assert!(e("nats://h/t?stream=S&dedup_window=5").contains("dedup_window=5"));
