@@ -8,6 +8,7 @@ use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use spate_connectors::kafka::{Encoded, KafkaSink, KafkaSource, KafkaUrl};
 use spate_connectors::mqtt::{MqttSink, MqttUrl};
+use spate_connectors::nats::{NatsEncoder, NatsUrl};
 use spate_connectors::{DiscardSink, FileSink, JsonLinesSource, SingleFileSink};
 use spate_dataflow::{DataStream, JobConfig, StreamEnv};
 use spate_nexmark::generator::{GeneratorConfig, NexmarkGenerator};
@@ -89,7 +90,10 @@ pub struct RunArgs {
     pub rate: Option<f64>,
     /// Read events from this JSON-lines file or directory instead of the generator, or from
     /// Kafka: `kafka://HOST:PORT/TOPIC?group=G&start=earliest&stop=latest` (`stop=latest`
-    /// ends at the offsets of the start; see `spate_connectors::kafka::KafkaUrl`).
+    /// ends at the offsets of the start; see `spate_connectors::kafka::KafkaUrl`), MQTT
+    /// (`mqtt://HOST:PORT/TOPIC?client=ID`) or NATS: `nats://HOST:PORT/SUBJECT` (core, at most
+    /// once) or `nats://HOST:PORT/SUBJECT[,SUBJECT...]?stream=S&start=earliest&stop=latest`
+    /// (JetStream, replayed from checkpoints; see `spate_connectors::nats::NatsUrl`).
     #[arg(long, conflicts_with_all = ["events", "rate", "unbounded"])]
     pub input: Option<PathBuf>,
     /// Worker threads per process.
@@ -101,7 +105,11 @@ pub struct RunArgs {
     /// Write result rows to this file, one JSON array per line (with a `+I`/`-U`/`+U`/`-D`
     /// prefix and a tab for updating queries); otherwise they are discarded. Or to a Kafka
     /// topic, one row per message: `kafka://HOST:PORT/TOPIC?delivery=exactly-once`
-    /// (transactions committed with checkpoints), `at-least-once` (the default) or `none`.
+    /// (transactions committed with checkpoints), `at-least-once` (the default) or `none`;
+    /// to MQTT (`mqtt://HOST:PORT/TOPIC`); or to NATS: `nats://HOST:PORT/SUBJECT` (core, at
+    /// most once) or `nats://HOST:PORT/SUBJECT?stream=S&delivery=exactly-once&prefix=P`
+    /// (JetStream: `at-least-once`, the default, or exactly once through `Nats-Msg-Id`
+    /// deduplication within the stream's duplicate window).
     #[arg(long)]
     pub output: Option<PathBuf>,
     /// Generator partitions; the generated data depends on this, never on workers.
@@ -223,12 +231,31 @@ struct Output {
     path: Option<PathBuf>,
     kafka: Option<KafkaUrl>,
     mqtt: Option<MqttUrl>,
+    nats: Option<NatsUrl>,
     /// Part files published by checkpoints instead of one file.
     exactly_once: bool,
 }
 
 impl Attach for Output {
     fn attach<R: Row>(&self, rows: DataStream<R>) {
+        if let Some(url) = &self.nats {
+            let encoder: NatsEncoder<R> = Arc::new(|row: &R| {
+                let mut line = Vec::new();
+                row.write_line(&mut line);
+                if line.last() == Some(&b'\n') {
+                    line.pop();
+                }
+                Ok((None, line))
+            });
+            if url.is_jetstream() {
+                rows.sink_to(url.jetstream_sink(encoder).expect("checked when parsed"))
+                    .name("output");
+            } else {
+                rows.sink_to(url.core_sink(encoder).expect("checked when parsed"))
+                    .name("output");
+            }
+            return;
+        }
         if let Some(url) = &self.mqtt {
             let encoder = Arc::new(|row: &R| {
                 let mut line = Vec::new();
@@ -282,6 +309,11 @@ fn kafka_url(path: &std::path::Path) -> Option<&str> {
     path.to_str().filter(|p| p.starts_with("kafka://"))
 }
 
+/// The `nats://` URL that `path` is, if it is one.
+fn nats_url(path: &std::path::Path) -> Option<&str> {
+    path.to_str().filter(|p| p.starts_with("nats://"))
+}
+
 fn run_query(args: &RunArgs) -> Result<()> {
     let mut config = JobConfig::local(args.workers).with_processes(args.processes);
     if let Some(n) = args.epoch_records {
@@ -320,6 +352,24 @@ fn run_query(args: &RunArgs) -> Result<()> {
                     .name("events")
                     .map(Event::from)
                     .name("to-event"),
+                "events",
+            )
+        }
+        Some(url) if nats_url(url).is_some() => {
+            let url: NatsUrl = nats_url(url).expect("checked").parse()?;
+            let events = if url.is_jetstream() {
+                let source = url
+                    .jetstream_source::<JsonEvent>()?
+                    .policy(args.bad_records.clone());
+                env.from_source(source)
+            } else {
+                let source = url
+                    .core_source::<JsonEvent>()?
+                    .policy(args.bad_records.clone());
+                env.from_source(source)
+            };
+            (
+                events.name("events").map(Event::from).name("to-event"),
                 "events",
             )
         }
@@ -378,13 +428,22 @@ fn run_query(args: &RunArgs) -> Result<()> {
         Some(u) if u.starts_with("mqtt://") => Some(u.parse::<MqttUrl>()?),
         _ => None,
     };
+    let nats = match args.output.as_deref().and_then(nats_url) {
+        Some(u) => {
+            let url: NatsUrl = u.parse()?;
+            url.sink_subject()?;
+            Some(url)
+        }
+        None => None,
+    };
     let output = Output {
         path: args
             .output
             .clone()
-            .filter(|_| kafka.is_none() && mqtt.is_none()),
+            .filter(|_| kafka.is_none() && mqtt.is_none() && nats.is_none()),
         kafka,
         mqtt,
+        nats,
         exactly_once: args.checkpoint_dir.is_some(),
     };
     if args.hand_q5 && args.query == Query::Q5 {
@@ -420,6 +479,8 @@ fn run_query(args: &RunArgs) -> Result<()> {
             "query": args.query.to_string(),
             "source": match args.input.as_deref() {
                 Some(i) if kafka_url(i).is_some() => "kafka",
+                Some(i) if i.to_str().is_some_and(|u| u.starts_with("mqtt://")) => "mqtt",
+                Some(i) if nats_url(i).is_some() => "nats",
                 Some(_) => "jsonl",
                 None => "generator",
             },

@@ -1,8 +1,8 @@
-//! Named fail points: the tests kill a job at exact places of a connector's protocol.
+//! Fail points: named places where a test makes the process abort.
 
 /// Aborts the process at a named point, for the tests that kill a job inside a commit window
-/// (the Kafka sink's, between pre-commit and commit; the MQTT source's, between a
-/// checkpoint's completion and its acks).
+/// (the Kafka sink's `kafka.*` and JetStream's `nats.*`, between pre-commit and commit; the
+/// MQTT source's `mqtt.before_ack`, between a checkpoint's completion and its acks).
 ///
 /// `SPATE_FAILPOINTS` lists `NAME` or `NAME:N` (the `N`th time it is reached, default the
 /// first), comma-separated. With `SPATE_FAILPOINT_DIR` set, each point fires once over all

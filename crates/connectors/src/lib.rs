@@ -38,7 +38,7 @@
 
 mod bad;
 pub mod collection;
-#[cfg(any(feature = "kafka", feature = "mqtt"))]
+#[cfg(any(feature = "kafka", feature = "mqtt", feature = "nats"))]
 mod failpoint;
 pub mod files;
 pub mod generators;
@@ -47,6 +47,8 @@ pub mod kafka;
 mod lines;
 #[cfg(feature = "mqtt")]
 pub mod mqtt;
+#[cfg(feature = "nats")]
+pub mod nats;
 pub mod sinks;
 pub mod socket;
 pub mod stdin;

@@ -4,6 +4,7 @@
 mod chaos;
 mod cli;
 mod kafka;
+mod nats;
 mod nexmark;
 mod operations;
 mod savepoints;

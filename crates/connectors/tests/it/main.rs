@@ -9,6 +9,8 @@ mod jsonl;
 mod kafka;
 #[cfg(feature = "mqtt")]
 mod mqtt;
+#[cfg(feature = "nats")]
+mod nats;
 mod restore;
 mod single_file;
 mod sinks;
