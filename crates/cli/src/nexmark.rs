@@ -344,6 +344,12 @@ fn run_query(args: &RunArgs) -> Result<()> {
     let (events, unit): (DataStream<Event>, &str) = match &args.input {
         Some(url) if url.to_str().is_some_and(|u| u.starts_with("mqtt://")) => {
             let url: MqttUrl = url.to_str().expect("checked").parse()?;
+            if url.dedup.is_some() {
+                anyhow::bail!(
+                    "--input: dedup= needs a unique id in every payload, and Nexmark \
+                     events have none; it is for jobs that call dedup_by"
+                );
+            }
             let source = url
                 .json_source::<JsonEvent>()
                 .policy(args.bad_records.clone());

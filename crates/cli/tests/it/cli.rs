@@ -27,6 +27,15 @@ fn bad_flags_get_one_line_errors() {
         vec!["nexmark", "run", "--query", "q0", "--workers", "zero"],
         vec!["nexmark", "run", "--query", "q0", "--bad-records", "skip"],
         vec!["nexmark", "frobnicate"],
+        // Nexmark events carry no unique id to deduplicate on (refused before connecting).
+        vec![
+            "nexmark",
+            "run",
+            "--query",
+            "q0",
+            "--input",
+            "mqtt://127.0.0.1:1/t?dedup=id",
+        ],
     ] {
         let out = spate().args(&args).output().unwrap();
         assert!(!out.status.success(), "{args:?} should fail");
