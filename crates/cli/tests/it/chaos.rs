@@ -94,7 +94,17 @@ pub(crate) fn kill_at_random(
         if supervisor.try_wait().unwrap().is_some() {
             break;
         }
-        let before = children(supervisor.id());
+        // A kill lands in a running job: wait out a restart (after a fail point's abort, say)
+        // until every process is up.
+        let mut before = children(supervisor.id());
+        let waiting = Instant::now();
+        while before.len() < processes && waiting.elapsed() < Duration::from_secs(60) {
+            if supervisor.try_wait().unwrap().is_some() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+            before = children(supervisor.id());
+        }
         if before.is_empty() {
             continue;
         }
@@ -127,6 +137,18 @@ pub(crate) fn kill_at_random(
         recoveries.push(running);
     }
     recoveries
+}
+
+/// How many rows of `want` are missing from `got`, and how many in `got` are extra (each
+/// row counted with its multiplicity).
+pub(crate) fn lost_and_duplicated(want: &[String], got: &[String]) -> (i64, i64) {
+    let (want, have) = (multiset(want), multiset(got));
+    let missing = |a: &BTreeMap<&str, i64>, b: &BTreeMap<&str, i64>| -> i64 {
+        a.iter()
+            .map(|(r, n)| (n - b.get(r).copied().unwrap_or(0)).max(0))
+            .sum()
+    };
+    (missing(&want, &have), missing(&have, &want))
 }
 
 fn multiset(rows: &[String]) -> BTreeMap<&str, i64> {
@@ -208,15 +230,7 @@ fn killed_processes_recover_with_exactly_once_output() {
     );
 
     let got = rows_of_dir(&out);
-    let (want, have) = (multiset(&expected), multiset(&got));
-    let lost: i64 = want
-        .iter()
-        .map(|(r, n)| (n - have.get(r).copied().unwrap_or(0)).max(0))
-        .sum();
-    let duplicated: i64 = have
-        .iter()
-        .map(|(r, n)| (n - want.get(r).copied().unwrap_or(0)).max(0))
-        .sum();
+    let (lost, duplicated) = lost_and_duplicated(&expected, &got);
     eprintln!(
         "chaos: {events} events, {} kills, seed {seed}: {} rows, lost {lost}, duplicated {duplicated}, recoveries {recoveries:?}",
         recoveries.len(),

@@ -9,7 +9,6 @@
 //! `SPATE_KAFKA_CHAOS_EVENTS` (default 1 000 000), `SPATE_KAFKA_CHAOS_KILLS` (6),
 //! `SPATE_KAFKA_CHAOS_SEED`.
 
-use std::collections::BTreeMap;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -18,7 +17,7 @@ use spate_connectors::kafka::admin::KafkaAdmin;
 use spate_connectors::kafka::{Encoded, KafkaSink, KafkaSource};
 use spate_types::{Sink, SinkContext, Source, SourceContext, SourceOutput, SourceStatus};
 
-use crate::chaos::{kill_at_random, newest_checkpoint, setting, Rng};
+use crate::chaos::{kill_at_random, lost_and_duplicated, newest_checkpoint, setting, Rng};
 use crate::{ok, spate};
 
 fn bootstrap() -> String {
@@ -91,14 +90,6 @@ fn read_all(topic: &str) -> Vec<String> {
         .into_iter()
         .map(|v| String::from_utf8(v).unwrap())
         .collect()
-}
-
-fn multiset(rows: &[String]) -> BTreeMap<&str, i64> {
-    let mut m = BTreeMap::new();
-    for r in rows {
-        *m.entry(r.as_str()).or_insert(0) += 1;
-    }
-    m
 }
 
 #[test]
@@ -183,15 +174,7 @@ fn kafka_to_kafka_is_exactly_once_through_kill_9_and_fail_points() {
 
     let mut got = read_all(&output);
     got.sort();
-    let (want, have) = (multiset(&expected), multiset(&got));
-    let lost: i64 = want
-        .iter()
-        .map(|(r, n)| (n - have.get(r).copied().unwrap_or(0)).max(0))
-        .sum();
-    let duplicated: i64 = have
-        .iter()
-        .map(|(r, n)| (n - want.get(r).copied().unwrap_or(0)).max(0))
-        .sum();
+    let (lost, duplicated) = lost_and_duplicated(&expected, &got);
     let open = admin
         .list_open(&[bootstrap()], &format!("{prefix}-"))
         .unwrap();

@@ -12,7 +12,6 @@
 //! `SPATE_NATS`). Settings: `SPATE_NATS_CHAOS_EVENTS` (default 300 000),
 //! `SPATE_NATS_CHAOS_KILLS` (6), `SPATE_NATS_CHAOS_SEED`.
 
-use std::collections::BTreeMap;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -21,7 +20,7 @@ use spate_connectors::nats::admin::JetStreamAdmin;
 use spate_connectors::nats::{Delivery, JetStreamSink};
 use spate_types::{Sink, SinkContext};
 
-use crate::chaos::{kill_at_random, setting, Rng};
+use crate::chaos::{kill_at_random, lost_and_duplicated, setting, Rng};
 use crate::{ok, spate};
 
 fn server() -> String {
@@ -78,14 +77,6 @@ fn publish_lines(stream: &str, subjects: &[String], lines: &[&str]) {
     }
     w.pre_commit(1).unwrap();
     w.close().unwrap();
-}
-
-fn multiset(rows: &[String]) -> BTreeMap<&str, i64> {
-    let mut m = BTreeMap::new();
-    for r in rows {
-        *m.entry(r.as_str()).or_insert(0) += 1;
-    }
-    m
 }
 
 #[test]
@@ -210,15 +201,7 @@ fn jetstream_to_jetstream_is_exactly_once_through_kill_9_and_fail_points() {
     let stored = streams.0.read_all(&output).unwrap();
     let with_ids = stored.iter().filter(|m| m.msg_id.is_some()).count();
     let got = rows(&output);
-    let (want, have) = (multiset(&expected), multiset(&got));
-    let lost: i64 = want
-        .iter()
-        .map(|(r, n)| (n - have.get(r).copied().unwrap_or(0)).max(0))
-        .sum();
-    let duplicated: i64 = have
-        .iter()
-        .map(|(r, n)| (n - want.get(r).copied().unwrap_or(0)).max(0))
-        .sum();
+    let (lost, duplicated) = lost_and_duplicated(&expected, &got);
     eprintln!(
         "nats chaos: {events} events, {} kills, fail points fired {fired:?}, seed {seed}: {} rows, \
          lost {lost}, duplicated {duplicated}; publish {published:?}, reference run \
