@@ -83,6 +83,20 @@ impl Net {
         self.run(async move { async_nats::jetstream::new(client) })
     }
 
+    /// The configuration and state of JetStream stream `stream`, looked up through `js` (the
+    /// outer error is this connection's, the inner one the server's answer).
+    pub fn stream_info(
+        &self,
+        js: &async_nats::jetstream::Context,
+        stream: &str,
+    ) -> SpateResult<Result<async_nats::jetstream::stream::Info, async_nats::Error>> {
+        let (js, stream) = (js.clone(), stream.to_owned());
+        self.run(async move {
+            let mut st = js.get_stream(&stream).await?;
+            Ok(st.info().await?.clone())
+        })
+    }
+
     /// An error of this connection.
     pub fn err(&self, what: impl std::fmt::Display) -> SpateError {
         SpateError::connector(self.name.clone(), what)

@@ -148,19 +148,13 @@ impl<T: 'static> Sink<T> for JetStreamSink<T> {
                 .backpressure_on_inflight(true)
                 .build(client)
         })?;
-        let (j, s) = (js.clone(), self.stream.clone());
-        let info = net
-            .run(async move {
-                let mut st = j.get_stream(&s).await?;
-                Ok::<_, async_nats::Error>(st.info().await?.clone())
-            })?
-            .map_err(|e| {
-                SpateError::Config(format!(
-                    "JetStream sink: stream `{}` at {}: {e} (create it first, with the subject \
+        let info = net.stream_info(&js, &self.stream)?.map_err(|e| {
+            SpateError::Config(format!(
+                "JetStream sink: stream `{}` at {}: {e} (create it first, with the subject \
                      `{}` and a duplicate window of at least {:?})",
-                    self.stream, self.server, self.subject, self.min_duplicate_window
-                ))
-            })?;
+                self.stream, self.server, self.subject, self.min_duplicate_window
+            ))
+        })?;
         let window = info.config.duplicate_window;
         if self.delivery == Delivery::ExactlyOnce && window < self.min_duplicate_window {
             return Err(SpateError::Config(format!(

@@ -234,18 +234,12 @@ impl<T: Send + 'static> Source<T> for JetStreamSource<T> {
             }
             // The stream must exist; its last sequence resolves `latest`.
             if !streams.contains_key(stream) {
-                let (j, s) = (js.clone(), stream.clone());
-                let info = net
-                    .run(async move {
-                        let mut st = j.get_stream(&s).await?;
-                        Ok::<_, async_nats::Error>(st.info().await?.clone())
-                    })?
-                    .map_err(|e| {
-                        SpateError::Config(format!(
-                            "JetStream stream `{stream}` at {}: {e}",
-                            self.server
-                        ))
-                    })?;
+                let info = net.stream_info(&js, stream)?.map_err(|e| {
+                    SpateError::Config(format!(
+                        "JetStream stream `{stream}` at {}: {e}",
+                        self.server
+                    ))
+                })?;
                 if info.config.retention != RetentionPolicy::Limits {
                     tracing::warn!(
                         stream = %stream,
