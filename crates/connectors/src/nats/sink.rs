@@ -379,7 +379,17 @@ impl<T> SinkWriter<T> for JetStreamWriter<T> {
                 }
             }
         }
+        let (before, republished) = (
+            self.duplicates,
+            self.pending.iter().map(|b| b.messages.len()).sum::<usize>(),
+        );
         self.publish_pending(u64::MAX, false)?;
+        tracing::info!(
+            republished,
+            duplicates = self.duplicates - before,
+            "JetStream sink: restored checkpoint published again; the stream dropped the \
+             duplicates"
+        );
         crate::failpoint::failpoint("nats.after_restore_publish");
         Ok(())
     }

@@ -327,16 +327,19 @@ struct JetStreamReader<T> {
     current: Option<usize>,
 }
 
-/// The sequence of the last message of `filter` in `stream` now (`0`: none).
-async fn last_sequence(
+/// The sequence of the first message of `filter` in `stream` that `deliver_policy` selects
+/// now (`0`: none). With [`DeliverPolicy::Last`], the last message; with
+/// [`DeliverPolicy::ByStartTime`], the first at or after that time.
+async fn probe_sequence(
     js: async_nats::jetstream::Context,
     stream: String,
     filter: String,
+    deliver_policy: DeliverPolicy,
 ) -> Result<u64, async_nats::Error> {
     let st = js.get_stream(&stream).await?;
     let consumer = st
         .create_consumer(pull::Config {
-            deliver_policy: DeliverPolicy::Last,
+            deliver_policy,
             filter_subject: filter,
             inactive_threshold: Duration::from_secs(10),
             ..Default::default()
@@ -358,6 +361,12 @@ async fn last_sequence(
     Ok(seq)
 }
 
+/// `timestamp:MILLIS` as a JetStream start time.
+fn start_time(ms: i64) -> SpateResult<time::OffsetDateTime> {
+    time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
+        .map_err(|e| SpateError::Config(format!("start timestamp {ms}: {e}")))
+}
+
 impl<T> JetStreamReader<T> {
     /// Bounded mode: finds where each split stops; then starts a consumer task per unfinished
     /// split, and announces every split for the watermarks.
@@ -372,14 +381,45 @@ impl<T> JetStreamReader<T> {
                     self.splits[i].stream.clone(),
                     self.splits[i].filter.clone(),
                 );
-                let stop = self.net.run(last_sequence(js, s, f))?.map_err(|e| {
-                    self.net.err(format!(
-                        "last message of {}/{}: {e}",
-                        self.splits[i].stream, self.splits[i].filter
-                    ))
-                })?;
+                let stop = self
+                    .net
+                    .run(probe_sequence(js, s, f, DeliverPolicy::Last))?
+                    .map_err(|e| {
+                        self.net.err(format!(
+                            "last message of {}/{}: {e}",
+                            self.splits[i].stream, self.splits[i].filter
+                        ))
+                    })?;
+                self.splits[i].stop = Some(stop);
+                // A timestamp start resolves to a sequence now, so that a split with no
+                // message at or after that time is finished rather than waited on.
+                if let (None, StartPosition::Timestamp(ms), true) =
+                    (self.splits[i].pos, self.start, stop > 0)
+                {
+                    let (js, s, f) = (
+                        self.js.clone(),
+                        self.splits[i].stream.clone(),
+                        self.splits[i].filter.clone(),
+                    );
+                    let policy = DeliverPolicy::ByStartTime {
+                        start_time: start_time(ms)?,
+                    };
+                    let first = self
+                        .net
+                        .run(probe_sequence(js, s, f, policy))?
+                        .map_err(|e| {
+                            self.net.err(format!(
+                                "first message since {ms} of {}/{}: {e}",
+                                self.splits[i].stream, self.splits[i].filter
+                            ))
+                        })?;
+                    if first > 0 && first <= stop {
+                        self.splits[i].pos = Some(first - 1);
+                    } else {
+                        self.splits[i].finished = true;
+                    }
+                }
                 let split = &mut self.splits[i];
-                split.stop = Some(stop);
                 if stop == 0 || split.pos.is_some_and(|p| p >= stop) {
                     split.finished = true;
                 }
@@ -393,10 +433,7 @@ impl<T> JetStreamReader<T> {
                     start_sequence: p + 1,
                 },
                 (None, StartPosition::Timestamp(ms)) => DeliverPolicy::ByStartTime {
-                    start_time: time::OffsetDateTime::from_unix_timestamp_nanos(
-                        i128::from(ms) * 1_000_000,
-                    )
-                    .map_err(|e| SpateError::Config(format!("start timestamp {ms}: {e}")))?,
+                    start_time: start_time(ms)?,
                 },
                 (None, _) => DeliverPolicy::All,
             };

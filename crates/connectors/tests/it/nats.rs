@@ -413,6 +413,63 @@ fn bounded_jetstream_url_reads_to_the_end_and_finishes() {
     assert!(drained.records.is_empty() && drained.error.is_none());
 }
 
+/// A bounded read from `start=timestamp:` reads exactly the messages published at or after
+/// that time, and one from a time after the last message finishes at once, empty.
+#[test]
+fn bounded_jetstream_from_a_timestamp_reads_what_came_after_and_finishes() {
+    let now_ms = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64
+    };
+    let base = unique("since");
+    let _stream = Stream::new(&base, Duration::from_secs(120));
+    publish(
+        &base,
+        (0..200u32)
+            .map(|n| (format!("{base}.k{}", n % 2), json(n)))
+            .collect(),
+    );
+    std::thread::sleep(Duration::from_millis(50));
+    let between = now_ms();
+    std::thread::sleep(Duration::from_millis(50));
+    // Only `k1` gets later messages: `k0` has none after the time.
+    publish(
+        &base,
+        (200..260u32)
+            .map(|n| (format!("{base}.k1"), json(n)))
+            .collect(),
+    );
+    std::thread::sleep(Duration::from_millis(50));
+    let after = now_ms();
+    let read = |start: i64, workers: usize| {
+        let url: NatsUrl = format!(
+            "{}/{base}.k0,{base}.k1?stream={base}&stop=latest&start=timestamp:{start}",
+            server()
+        )
+        .parse()
+        .unwrap();
+        let source = url.jetstream_source::<Rec>().unwrap();
+        let mut all = Vec::new();
+        for w in 0..workers {
+            let mut reader = source.create_reader(&ctx(w, workers)).unwrap();
+            let drained = crate::util::drain(&mut *reader, 64);
+            assert!(drained.error.is_none(), "{:?}", drained.error);
+            all.extend(drained.records);
+        }
+        all.sort();
+        all
+    };
+    for workers in [1, 2] {
+        assert_eq!(
+            read(between, workers),
+            (200..260).map(|n| Rec { n }).collect::<Vec<_>>()
+        );
+        assert_eq!(read(after, workers), Vec::<Rec>::new());
+    }
+}
+
 /// Bad payloads go to the dead letters with `jetstream:STREAM/SUBJECT` as their source and
 /// the stream sequence as their line; under `fail` the first one fails the poll and names both.
 #[test]
