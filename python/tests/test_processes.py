@@ -150,7 +150,10 @@ print("second", list(e.from_collection([1, 2]).map(lambda x: x + 1).execute_and_
       flush=True)
 """
     env = dict(os.environ, SPATE_REST="off")
+    # A test run started in the background (`cmd &` without job control) ignores SIGINT, and
+    # Python keeps an inherited SIG_IGN: the child gets the default back, as from a terminal.
     p = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
                          stderr=subprocess.PIPE, text=True)
     assert p.stdout.readline().strip() == "started"
     time.sleep(1.5)

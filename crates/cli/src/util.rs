@@ -7,13 +7,15 @@ use std::time::Duration;
 
 use spate_dataflow::Progress;
 
-/// Logs to stderr, filtered by `RUST_LOG` (default: warnings only).
+/// Logs to stderr, filtered by `RUST_LOG` (default: warnings only); in colour only on a
+/// terminal, so that a log redirected to a file or read by a supervisor is plain text.
 pub fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .try_init();
 }
 
