@@ -9,6 +9,7 @@ mod checkpoints;
 mod dedup;
 mod event_time;
 mod file_checkpoints;
+mod final_checkpoint;
 mod flow_control;
 mod functions;
 mod joins;

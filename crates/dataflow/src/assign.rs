@@ -132,23 +132,32 @@ fn assign<'s, T: Data>(
             if saw_records {
                 last_record = Instant::now();
             }
-            wms.for_each(|_c, batch| {
-                upstream_ended |= batch.iter().any(|m| !m.idle && m.wm == MAX_WATERMARK);
+            wms.for_each(|c, batch| {
+                if batch.iter().any(|m| !m.idle && m.wm == MAX_WATERMARK) {
+                    upstream_ended = true;
+                    if let Some(&epoch) = c.least() {
+                        max_epoch = max_epoch.max(epoch);
+                    }
+                }
                 batch.clear();
             });
             let ended = data_frontier.is_empty() && wm_frontier.is_empty();
             let Some(held) = cap.as_mut() else { return };
             let now = Instant::now();
             let mut send = None;
-            if ended {
-                if upstream_ended {
+            if upstream_ended {
+                // The input's end: event time ends here too, at once, not when the inputs
+                // close (with checkpoints they stay open until the final checkpoint, which
+                // must come after everything the final watermark fires downstream).
+                if emitted != MAX_WATERMARK {
+                    emitted = MAX_WATERMARK;
                     send = Some(WmMsg {
                         slot: 0,
                         wm: MAX_WATERMARK,
                         idle: false,
                     });
                 }
-            } else if now.duration_since(last_emit) >= interval {
+            } else if !ended && now.duration_since(last_emit) >= interval {
                 last_emit = now;
                 let is_idle = strategy
                     .idleness
