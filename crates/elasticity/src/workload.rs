@@ -1,0 +1,156 @@
+//! Workloads for elasticity experiments: operators whose cost per record is set, not found.
+//!
+//! A [`Cost`] makes an operator spend a fixed time per record, so that an experiment knows
+//! its job's capacity in advance. The time is *waited* by default (the thread sleeps): the
+//! capacity then follows the number of worker threads, not the machine's cores, and an
+//! autoscaling or shedding test behaves the same on 2 cores as on 64. [`Cost::compute`]
+//! spins instead, for CPU-bound runs.
+//!
+//! Sleeping once per record would cost a system call and the timer's slack (~50 µs) each
+//! time, so a cost keeps a debt per thread and sleeps when it reaches a millisecond; the time
+//! actually slept is paid off, so oversleeping is made up by the records that follow and the
+//! average cost per record is the one set. Each `Cost` value has its own debt (its busy time
+//! lands on the operator that owes it).
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// How a [`Cost`] spends its time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Spend {
+    /// Sleeps: the thread yields its core.
+    Wait,
+    /// Spins: the thread keeps its core busy.
+    Compute,
+}
+
+/// A fixed cost per record. See the [module docs](self).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cost {
+    per_record: Duration,
+    spend: Spend,
+    id: u64,
+}
+
+/// Debts are paid in sleeps of at least this much.
+const SLICE: Duration = Duration::from_millis(1);
+
+static NEXT_ID: AtomicU64 = AtomicU64::new(0);
+
+thread_local! {
+    /// Per cost id: nanoseconds owed (negative: paid ahead by oversleeping).
+    static DEBT: RefCell<HashMap<u64, f64>> = RefCell::new(HashMap::new());
+}
+
+impl Cost {
+    /// Waits `per_record` per record.
+    pub fn wait(per_record: Duration) -> Self {
+        Cost {
+            per_record,
+            spend: Spend::Wait,
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+        }
+    }
+
+    /// Spins `per_record` per record.
+    pub fn compute(per_record: Duration) -> Self {
+        Cost {
+            spend: Spend::Compute,
+            ..Cost::wait(per_record)
+        }
+    }
+
+    /// The cost of one record.
+    pub fn per_record(&self) -> Duration {
+        self.per_record
+    }
+
+    /// The records per second one thread gets through at this cost (infinite at zero cost).
+    pub fn capacity_per_thread(&self) -> f64 {
+        1.0 / self.per_record.as_secs_f64()
+    }
+
+    /// Spends the cost of `records` records on this thread.
+    pub fn spend(&self, records: usize) {
+        if self.per_record.is_zero() || records == 0 {
+            return;
+        }
+        let owed = DEBT.with(|d| {
+            let mut d = d.borrow_mut();
+            let debt = d.entry(self.id).or_insert(0.0);
+            *debt += self.per_record.as_nanos() as f64 * records as f64;
+            *debt
+        });
+        if owed < SLICE.as_nanos() as f64 {
+            return;
+        }
+        let start = Instant::now();
+        let want = Duration::from_nanos(owed as u64);
+        match self.spend {
+            Spend::Wait => std::thread::sleep(want),
+            Spend::Compute => {
+                while start.elapsed() < want {
+                    std::hint::spin_loop();
+                }
+            }
+        }
+        let paid = start.elapsed().as_nanos() as f64;
+        DEBT.with(|d| {
+            if let Some(debt) = d.borrow_mut().get_mut(&self.id) {
+                *debt -= paid;
+            }
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_average_cost_is_the_one_set() {
+        for cost in [
+            Cost::wait(Duration::from_micros(200)),
+            Cost::compute(Duration::from_micros(50)),
+        ] {
+            let start = Instant::now();
+            for _ in 0..2_000 {
+                cost.spend(1);
+            }
+            let spent = start.elapsed().as_secs_f64();
+            let set = cost.per_record().as_secs_f64() * 2_000.0;
+            // Within one slice of debt (never paid) and some scheduling slack.
+            assert!(
+                spent >= set - SLICE.as_secs_f64() && spent < set * 1.5 + 0.01,
+                "{spent} s for {set} s of cost"
+            );
+        }
+    }
+
+    #[test]
+    fn a_zero_cost_is_free_and_capacity_is_its_inverse() {
+        let free = Cost::wait(Duration::ZERO);
+        let start = Instant::now();
+        free.spend(1_000_000);
+        assert!(start.elapsed() < Duration::from_millis(50));
+        assert_eq!(
+            Cost::wait(Duration::from_micros(250)).capacity_per_thread(),
+            4000.0
+        );
+    }
+
+    #[test]
+    fn each_cost_has_its_own_debt() {
+        let (a, b) = (
+            Cost::wait(Duration::from_micros(600)),
+            Cost::wait(Duration::from_micros(600)),
+        );
+        // One record each stays below a slice: neither sleeps.
+        let start = Instant::now();
+        a.spend(1);
+        b.spend(1);
+        assert!(start.elapsed() < Duration::from_micros(900));
+    }
+}
