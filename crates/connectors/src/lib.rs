@@ -55,7 +55,9 @@ pub mod stdin;
 
 pub use collection::CollectionSource;
 pub use files::{CsvSource, FileSink, JsonLinesSource, RollingPolicy, SingleFileSink};
-pub use generators::{SensorReading, SensorSource, SequenceSource};
+pub use generators::{
+    RateSchedule, ScheduledSource, SensorReading, SensorSource, SequenceSource, Tick,
+};
 pub use sinks::{CollectHandle, CollectSink, DiscardSink, StdoutSink};
 pub use socket::SocketTextSource;
 pub use stdin::StdinSource;
