@@ -30,6 +30,7 @@ use serde::Serialize;
 pub use spate_checkpoint as checkpoint;
 pub use spate_connectors as connectors;
 pub use spate_dataflow as dataflow;
+pub use spate_elasticity as elasticity;
 pub use spate_metrics as metrics;
 pub use spate_pubsub as pubsub;
 pub use spate_types as types;
@@ -46,8 +47,8 @@ pub mod prelude {
     pub use crate::{EnvExt, StreamExt};
     pub use spate_connectors::{
         CollectHandle, CollectSink, CollectionSource, CsvSource, DiscardSink, FileSink,
-        JsonLinesSource, RollingPolicy, SensorReading, SensorSource, SequenceSource,
-        SingleFileSink, SocketTextSource, StdinSource, StdoutSink,
+        JsonLinesSource, RateSchedule, RollingPolicy, ScheduledSource, SensorReading, SensorSource,
+        SequenceSource, SingleFileSink, SocketTextSource, StdinSource, StdoutSink, Tick,
     };
     pub use spate_dataflow::{
         AggregateFunction, AggregatingState, AggregatingStateDescriptor, CheckpointedFunction,
@@ -60,6 +61,7 @@ pub mod prelude {
         ProcessFunctionContext, RichFilterFunction, RichFlatMapFunction, RichMapFunction,
         RuntimeContext,
     };
+    pub use spate_dataflow::{AutoscaleConfig, OverloadPolicy, ScalingPolicy};
     pub use spate_dataflow::{
         CoGroup, CoGroupedStreams, InnerJoin, IntervalJoin, IntervalJoined, JoinContext,
         JoinEqualTo, JoinWhere, JoinWithWindow, JoinedStreams,

@@ -114,9 +114,13 @@ where
             return false;
         }
         let (f, out) = (&self.f, &mut self.out);
-        self.cells.count_in(batch.len());
+        let records_in = batch.len();
         let start = Instant::now();
         let result = guard(&self.shared, &self.operator, || f(batch, out));
+        // Records in, busy time and records out are counted together, after the batch: a
+        // reader (the autoscaler's policy window) never sees a batch's records without the
+        // time they took.
+        self.cells.count_in(records_in);
         self.cells.add_busy(start.elapsed().as_nanos() as u64);
         match result {
             Some(Ok(())) => {}

@@ -21,7 +21,7 @@ use spate_types::{SpateError, SpateResult};
 
 use crate::config::{
     JobConfig, LaunchCommand, RestartStrategy, ENV_ADDRESSES, ENV_PROCESS_INDEX, ENV_RESTORE,
-    ENV_SUPERVISED,
+    ENV_SUPERVISED, ENV_WORKERS,
 };
 use crate::execute::RunningJob;
 
@@ -51,10 +51,24 @@ pub(crate) fn supervise(
         None => 0,
     };
     let mut restore = config.restore.clone();
+    let mut workers = config.workers;
     loop {
         let started = std::time::Instant::now();
         observer.supervising();
-        let failure = match run_once(config, restore.as_deref(), running, env)? {
+        let failure = match run_once(config, workers, restore.as_deref(), running, observer, env)? {
+            None if !running.stop_requested() && observer.rescale_pending() => {
+                // The processes stopped with a final checkpoint for a rescale: start them
+                // again from it on the new count.
+                workers = observer.take_rescale().expect("a rescale is pending");
+                restore = Some("latest".to_owned());
+                observer.rescaling(workers * config.processes);
+                tracing::info!(
+                    workers,
+                    processes = config.processes,
+                    "autoscaler: restarting the processes on the new worker count"
+                );
+                continue;
+            }
             None => return Ok(restarts),
             Some(failure) => failure,
         };
@@ -94,8 +108,10 @@ pub(crate) fn newest_complete(storage: &spate_checkpoint::CheckpointStorage) -> 
 /// (the others are killed).
 fn run_once(
     config: &JobConfig,
+    workers: usize,
     restore: Option<&str>,
     running: &RunningJob,
+    observer: &crate::view::Observer,
     env: &[(&str, String)],
 ) -> SpateResult<Option<SpateError>> {
     let addresses = if config.addresses.is_empty() {
@@ -109,7 +125,8 @@ fn run_once(
     };
     let mut children: Vec<Option<Child>> = Vec::with_capacity(config.processes);
     for index in 0..config.processes {
-        let mut command = process_command(&launch, config, index, &addresses, restore, env);
+        let mut command =
+            process_command(&launch, config, workers, index, &addresses, restore, env);
         match command.spawn() {
             Ok(child) => children.push(Some(child)),
             Err(e) => {
@@ -124,7 +141,8 @@ fn run_once(
     tracing::info!(processes = config.processes, addresses = %addresses.join(","), "started processes");
     let mut forwarded_stop = false;
     loop {
-        if !forwarded_stop && running.stop_requested() {
+        // A rescale stops the processes as a signal does: with a final checkpoint.
+        if !forwarded_stop && (running.stop_requested() || observer.rescale_pending()) {
             forwarded_stop = true;
             signal_all(&children, libc::SIGTERM);
         }
@@ -165,6 +183,7 @@ fn run_once(
 fn process_command(
     launch: &LaunchCommand,
     config: &JobConfig,
+    workers: usize,
     index: usize,
     addresses: &[String],
     restore: Option<&str>,
@@ -174,7 +193,8 @@ fn process_command(
     command
         .args(&launch.args)
         .env(ENV_SUPERVISED, "1")
-        .env(ENV_RESTORE, restore.unwrap_or("none"));
+        .env(ENV_RESTORE, restore.unwrap_or("none"))
+        .env(ENV_WORKERS, workers.to_string());
     for (k, v) in env {
         command.env(k, v);
     }

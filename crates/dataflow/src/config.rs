@@ -86,6 +86,95 @@ pub struct JobConfig {
     /// serves it, never its processes. The environment overrides it: `SPATE_REST=off`,
     /// `SPATE_REST_PORT`, `SPATE_REST_BIND`, and the token in `SPATE_REST_TOKEN`.
     pub rest: Option<spate_web::ServerConfig>,
+    /// Scales the job's workers to its input rate while it runs (see [`crate::autoscale`]);
+    /// `None`: the worker count stays as configured. Needs `checkpoint_dir`: a decision is
+    /// applied by stopping with a final checkpoint and restoring it on the new count.
+    pub autoscale: Option<AutoscaleConfig>,
+    /// What the job does when its input outruns it (see [`crate::shedding`]).
+    pub overload: OverloadPolicy,
+}
+
+/// How a job scales itself (see [`crate::autoscale`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct AutoscaleConfig {
+    /// The policy that decides.
+    pub policy: ScalingPolicy,
+    /// How long each policy window measures (DS2's default: 10 s).
+    pub window: Duration,
+    /// DS2's settings, and the bounds (total workers over all processes) and warm-up that
+    /// every policy keeps.
+    pub ds2: spate_elasticity::ds2::Ds2Config,
+}
+
+impl Default for AutoscaleConfig {
+    fn default() -> Self {
+        AutoscaleConfig {
+            policy: ScalingPolicy::Ds2,
+            window: Duration::from_secs(10),
+            ds2: spate_elasticity::ds2::Ds2Config::default(),
+        }
+    }
+}
+
+/// The decision rule of an autoscaler.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ScalingPolicy {
+    /// DS2 (Kalavri et al., OSDI 2018): the parallelism each operator needs, from its true
+    /// rates, in one step.
+    Ds2,
+    /// The simple controller DS2 is compared with: one worker more when the workers are busier
+    /// than `high` (a share of their time), one fewer when they are below `low`.
+    Threshold {
+        /// Busy share above which a worker is added (0.8).
+        high: f64,
+        /// Busy share below which a worker is removed (0.3).
+        low: f64,
+    },
+}
+
+impl std::str::FromStr for ScalingPolicy {
+    type Err = SpateError;
+
+    fn from_str(s: &str) -> Result<Self, SpateError> {
+        match s {
+            "ds2" => Ok(ScalingPolicy::Ds2),
+            "threshold" => Ok(ScalingPolicy::Threshold {
+                high: 0.8,
+                low: 0.3,
+            }),
+            _ => Err(SpateError::Config(format!(
+                "unknown autoscaling policy `{s}`: use ds2 or threshold"
+            ))),
+        }
+    }
+}
+
+/// What a job does when its input comes faster than it can process.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub enum OverloadPolicy {
+    /// The sources slow down to the job's pace and fall behind their input (flow control).
+    #[default]
+    Backpressure,
+    /// Drops records (Aurora's load shedding) so that the load stays within `headroom` ×
+    /// the capacity; every record shed is counted.
+    Shed {
+        /// H: the share of the capacity the job may use (0.95).
+        headroom: f64,
+    },
+}
+
+impl std::str::FromStr for OverloadPolicy {
+    type Err = SpateError;
+
+    fn from_str(s: &str) -> Result<Self, SpateError> {
+        match s {
+            "backpressure" => Ok(OverloadPolicy::Backpressure),
+            "shed" => Ok(OverloadPolicy::Shed { headroom: 0.95 }),
+            _ => Err(SpateError::Config(format!(
+                "unknown overload policy `{s}`: use backpressure or shed"
+            ))),
+        }
+    }
 }
 
 /// A program and its arguments: how a supervisor starts each process of a job.
@@ -289,6 +378,8 @@ impl Default for JobConfig {
             launch: None,
             install_signal_handler: true,
             rest: Some(spate_web::ServerConfig::default()),
+            autoscale: None,
+            overload: OverloadPolicy::Backpressure,
         }
     }
 }
@@ -299,6 +390,8 @@ pub(crate) const ENV_ADDRESSES: &str = "SPATE_ADDRESSES";
 pub(crate) const ENV_SUPERVISED: &str = "SPATE_SUPERVISED";
 /// What a restarted process restores: `latest`, a location, or `none`.
 pub(crate) const ENV_RESTORE: &str = "SPATE_RESTORE";
+/// The worker threads of a process that an autoscaler's supervisor restarted on a new count.
+pub(crate) const ENV_WORKERS: &str = "SPATE_WORKERS";
 
 impl JobConfig {
     /// A configuration with `workers` threads in one process.
@@ -372,6 +465,45 @@ impl JobConfig {
                 ));
             }
         }
+        if let Some(a) = &self.autoscale {
+            let d = &a.ds2;
+            if self.checkpoint_dir.is_none() {
+                return bad(
+                    "autoscaling needs a checkpoint directory: a decision moves the \
+                     state through a final checkpoint"
+                        .into(),
+                );
+            }
+            if d.min_workers == 0 || d.min_workers > d.max_workers {
+                return bad(format!(
+                    "autoscaling bounds {}..{} workers: need 1 <= min <= max",
+                    d.min_workers, d.max_workers
+                ));
+            }
+            if d.max_workers > self.max_parallelism as usize {
+                return bad(format!(
+                    "autoscaling up to {} workers exceeds the max parallelism {}",
+                    d.max_workers, self.max_parallelism
+                ));
+            }
+            if a.window < Duration::from_secs(1) {
+                return bad("the autoscaling policy window must be at least 1 s".into());
+            }
+            if !(d.factor.is_finite() && d.factor >= 0.0) {
+                return bad(format!("autoscaling factor {} must be >= 0", d.factor));
+            }
+            if !(d.catch_up_secs.is_finite() && d.catch_up_secs > 0.0) {
+                return bad(format!(
+                    "autoscaling catch-up time {} s must be positive",
+                    d.catch_up_secs
+                ));
+            }
+        }
+        if let OverloadPolicy::Shed { headroom } = self.overload {
+            if !(headroom > 0.0 && headroom <= 1.0) {
+                return bad(format!("headroom {headroom} must be in (0, 1]"));
+            }
+        }
         if !self.addresses.is_empty() && self.addresses.len() != self.processes {
             return bad(format!(
                 "{} addresses given for {} processes",
@@ -399,6 +531,11 @@ impl JobConfig {
         }
         if let Ok(restore) = std::env::var(ENV_RESTORE) {
             self.restore = (restore != "none").then_some(restore);
+        }
+        if let Ok(workers) = std::env::var(ENV_WORKERS) {
+            self.workers = workers.parse().map_err(|_| {
+                SpateError::Config(format!("{ENV_WORKERS}={workers} is not a number"))
+            })?;
         }
         self.apply_rest_env()
     }

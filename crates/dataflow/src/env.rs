@@ -240,6 +240,14 @@ impl StreamEnv {
                 (crate::report::ENV_CONTROL_ADDR, hub.address().to_owned()),
                 (crate::report::ENV_JOB_ID, observer.job_id().to_owned()),
             ];
+            // The supervisor scales the job: it restarts its processes on a new count.
+            let _autoscaler = config.autoscale.clone().map(|a| {
+                let job = Arc::new(crate::autoscale::Supervised {
+                    view: Arc::clone(&view),
+                    observer: Arc::clone(&observer),
+                });
+                crate::autoscale::Autoscaler::start(a, config.workers, config.processes, job)
+            });
             // A stop asked for through the view reaches the processes as a signal would.
             let supervised = cluster::supervise(&config, &running, &observer, &env);
             // The processes' last reports arrive as they exit.
@@ -305,6 +313,16 @@ impl StreamEnv {
             }
         }
         let _end = EndObserver(Arc::clone(&observer), reporter);
+        // An embedded job scales itself: it restarts its runs in place on a new count. (A
+        // supervised process is scaled by its supervisor.)
+        let _autoscaler = config
+            .autoscale
+            .clone()
+            .filter(|_| !config.supervised && config.process_index.is_none())
+            .map(|a| {
+                let job = Arc::new(crate::autoscale::InProcess(Arc::clone(&observer)));
+                crate::autoscale::Autoscaler::start(a, config.workers, config.processes, job)
+            });
         let mut backoff = cluster::Backoff::new(&config.restart_strategy);
         let mut restarts = 0u64;
         let mut checkpoint_ids = 0u64;
@@ -325,6 +343,19 @@ impl StreamEnv {
                 &observer,
             );
             let error = match result {
+                Ok(_) if !running.stop_requested() && observer.rescale_pending() => {
+                    // The run stopped with a final checkpoint for a rescale: run again from
+                    // it on the new count.
+                    let workers = observer.take_rescale().expect("a rescale is pending");
+                    config.workers = workers;
+                    config.restore = Some("latest".to_owned());
+                    observer.rescaling(config.total_workers());
+                    tracing::info!(
+                        workers,
+                        "autoscaler: restoring the final checkpoint on the new worker count"
+                    );
+                    continue;
+                }
                 Ok(mut r) => {
                     r.metrics.insert("fullRestarts".to_owned(), restarts);
                     r.metrics.insert("numRestarts".to_owned(), restarts);
@@ -394,6 +425,14 @@ impl StreamEnv {
         );
         job.observer = Some(Arc::clone(observer));
         job.cancel = observer.cancel_flag();
+        let shedding = match config.overload {
+            crate::config::OverloadPolicy::Shed { headroom } => {
+                let control = Arc::new(crate::shedding::ShedControl::new(plan.nodes.len()));
+                job.shedding = Some(Arc::clone(&control));
+                Some((control, headroom))
+            }
+            crate::config::OverloadPolicy::Backpressure => None,
+        };
         let claims = plan.state_ids()?;
         let restore_started = Instant::now();
         job.checkpoints = CheckpointRuntime::open(
@@ -410,6 +449,16 @@ impl StreamEnv {
             job.checkpoints.clone(),
             restore_started,
         );
+        // Load shedding's controller measures this run (and stops with it).
+        let _shedder = shedding.map(|(control, headroom)| {
+            crate::shedding::Shedder::start(
+                Arc::clone(observer),
+                control,
+                crate::shedding::places(&plan),
+                config.workers,
+                headroom,
+            )
+        });
         let shared = Arc::new(job);
         // However the run ends, a restart's checkpoint ids follow those this run began.
         struct NoteIds<'a>(&'a mut u64, Option<Arc<CheckpointRuntime>>);

@@ -147,6 +147,8 @@ pub(crate) struct JobShared {
     /// The disk state backend's scratch directory for this run, made by the first operator
     /// that needs it and removed when the run ends.
     state_dir: std::sync::OnceLock<Result<tempfile::TempDir, String>>,
+    /// The drop fractions of load shedding, when the job sheds under overload.
+    pub(crate) shedding: Option<Arc<crate::shedding::ShedControl>>,
 }
 
 /// Progress of a job's bounded sources in this process, for progress bars.
@@ -180,6 +182,7 @@ impl JobShared {
             checkpoints: None,
             operators: AtomicUsize::new(0),
             state_dir: std::sync::OnceLock::new(),
+            shedding: None,
         }
     }
 
@@ -473,6 +476,14 @@ impl<'s> BuildCtx<'s> {
             cells: self.cells(),
             last_progress: (0, 0),
             checkpointed: VecDeque::new(),
+            shed: self.shared.shedding.clone().map(|control| {
+                let seed = (self.index() as u64) << 32 | self.node as u64;
+                (
+                    control,
+                    spate_elasticity::shedding::RandomDropper::new(seed),
+                    self.node,
+                )
+            }),
         }));
         Flow {
             data: stream,
@@ -533,6 +544,7 @@ impl<'s> BuildCtx<'s> {
             records_in: self.shared.metrics.counter(&format!("{name}.numRecordsIn")),
             cuts: Cuts::new(self.stateful_as(id)),
             committed: 0,
+            since_cut: 0,
         };
         let scope = self.scope;
         // The sink has an (empty) output so that a probe on it sees an epoch complete only
@@ -599,6 +611,9 @@ struct SinkState<T> {
     /// With checkpoints: the cuts (and the records held past the next one), what is published.
     cuts: Cuts<Epoch, Vec<(Timestamp, T)>>,
     committed: u64,
+    /// Records written since the last cut: with checkpoints, none by the end (the final
+    /// checkpoint comes after the end of the input has been processed everywhere).
+    since_cut: u64,
 }
 
 impl<T> SinkState<T> {
@@ -632,6 +647,7 @@ impl<T> SinkState<T> {
             };
             match prepared {
                 Ok(bytes) => {
+                    self.since_cut = 0;
                     for (_, mut records) in self.cuts.taken(Some(bytes)) {
                         self.write_counted(&mut records);
                     }
@@ -700,6 +716,7 @@ impl<T> SinkState<T> {
 
     /// Counts and writes, untimed (inside a timed step).
     fn write_counted(&mut self, data: &mut Vec<(Timestamp, T)>) {
+        self.since_cut += data.len() as u64;
         self.records_in
             .fetch_add(data.len() as u64, Ordering::Relaxed);
         self.cells.count_in(data.len());
@@ -721,6 +738,13 @@ impl<T> SinkState<T> {
     /// Ticks the writer after a batch of work, or closes it when its input has ended.
     fn after(&mut self, input_ended: bool) {
         if let Some(w) = self.writer.as_mut() {
+            if input_ended && self.cuts.handle().is_some() && self.since_cut > 0 {
+                tracing::warn!(
+                    sink = %self.name,
+                    records = self.since_cut,
+                    "records reached the sink after the final checkpoint's cut"
+                );
+            }
             let result = if input_ended {
                 w.close()
             } else {
@@ -762,6 +786,8 @@ pub(crate) trait SourceDriver {
     fn stats(&self) -> (&str, u64, u64, u64);
     /// The source instance's live metric cells.
     fn cells(&self) -> &Arc<Cells>;
+    /// Updates `pendingRecords` from the reader without polling it.
+    fn refresh_pending(&self);
 }
 
 struct TypedDriver<T: spate_types::Data> {
@@ -787,6 +813,12 @@ struct TypedDriver<T: spate_types::Data> {
     last_progress: (u64, u64),
     /// The positions of checkpoints not yet complete, oldest first.
     checkpointed: VecDeque<(u64, Vec<spate_types::SplitPosition>)>,
+    /// Load shedding at this source: the fractions, a dropper, this node.
+    shed: Option<(
+        Arc<crate::shedding::ShedControl>,
+        spate_elasticity::shedding::RandomDropper,
+        usize,
+    )>,
 }
 
 impl<T: spate_types::Data> SourceDriver for TypedDriver<T> {
@@ -819,7 +851,18 @@ impl<T: spate_types::Data> SourceDriver for TypedDriver<T> {
         if n > 0 {
             self.emitted += n as u64;
             self.records_out.fetch_add(n as u64, Ordering::Relaxed);
-            self.cells.count_out(n);
+            // Load shedding drops here, after the timestamps (the watermarks count every
+            // record read), and counts what it dropped.
+            if let Some((control, dropper, node)) = self.shed.as_mut() {
+                let fraction = control.fraction(*node);
+                if fraction > 0.0 {
+                    dropper.set_fraction(fraction);
+                    self.stamped.retain(|_| dropper.keep());
+                    let shed = n - self.stamped.len();
+                    crate::metrics::add(&self.cells.shed, shed as u64);
+                }
+            }
+            self.cells.count_out(self.stamped.len());
             input.send_batch(&mut self.stamped);
             self.stamped.clear();
         }
@@ -865,6 +908,16 @@ impl<T: spate_types::Data> SourceDriver for TypedDriver<T> {
             }
         }
         Ok((n, status))
+    }
+
+    fn refresh_pending(&self) {
+        if let Some((done, total)) = self.reader.progress() {
+            if total > 0 {
+                self.cells
+                    .pending
+                    .store(total.saturating_sub(done), Ordering::Relaxed);
+            }
+        }
     }
 
     fn tick(&mut self, now: Instant) {
@@ -1148,6 +1201,10 @@ pub(crate) fn run_worker(
             let cells = d.cells();
             if held {
                 add(&cells.backpressured_ns, held_back);
+            }
+            if !may_emit && !d.is_finished() {
+                // What the source has waiting keeps growing while it is held back.
+                d.refresh_pending();
             }
             if cells.backpressured.load(Ordering::Relaxed) != held {
                 cells.backpressured.store(held, Ordering::Relaxed);

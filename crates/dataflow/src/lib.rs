@@ -44,6 +44,7 @@
 
 pub mod all_window;
 pub mod assign;
+pub mod autoscale;
 pub mod chain;
 pub mod changelog;
 pub mod checkpoint;
@@ -62,6 +63,7 @@ pub mod plan;
 pub mod process;
 pub(crate) mod report;
 pub mod route;
+pub mod shedding;
 pub(crate) mod side;
 pub mod state;
 pub mod stream;
@@ -72,7 +74,10 @@ pub mod window;
 
 pub use all_window::AllWindowedStream;
 pub use changelog::{Change, RowKind, Updating, UpdatingAggregate, UpdatingState};
-pub use config::{JobConfig, LaunchCommand, RestartStrategy, StateBackend};
+pub use config::{
+    AutoscaleConfig, JobConfig, LaunchCommand, OverloadPolicy, RestartStrategy, ScalingPolicy,
+    StateBackend,
+};
 pub use connected::{ConnectedKeyedStreams, ConnectedStreams};
 pub use dedup::DedupConfig;
 pub use env::{JobResult, Role, StopHandle, StreamEnv};

@@ -110,6 +110,8 @@ pub(crate) struct Cells {
     pub(crate) backpressured_ns: AtomicU64,
     pub(crate) backpressured: AtomicBool,
     pub(crate) late_dropped: AtomicU64,
+    /// Records dropped here by load shedding (see [`crate::shedding`]).
+    pub(crate) shed: AtomicU64,
     pub(crate) dropped: AtomicU64,
     pub(crate) dead_lettered: AtomicU64,
     /// Sources: what is left to read, when the reader knows (`u64::MAX`: unknown).
@@ -138,6 +140,7 @@ impl Cells {
             backpressured_ns: AtomicU64::new(0),
             backpressured: AtomicBool::new(false),
             late_dropped: AtomicU64::new(0),
+            shed: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
             dead_lettered: AtomicU64::new(0),
             pending: AtomicU64::new(u64::MAX),

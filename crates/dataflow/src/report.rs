@@ -233,6 +233,9 @@ impl JobView for SupervisorView {
             own.processes = m.processes;
             // Process 0 coordinates checkpoints; restarts and exceptions are the supervisor's.
             own.checkpoints = m.checkpoints;
+            // Load shedding runs in the processes (process 0's model is shown); the
+            // autoscaler in the supervisor.
+            own.shedding = m.shedding;
             for (k, v) in m.metrics {
                 if k.contains("heckpoint") || k.contains("Restore") {
                     own.metrics.insert(k, v);

@@ -169,9 +169,23 @@ impl<T: Data> DataStream<T> {
             + 'static,
     ) -> DataStream<R> {
         let f = Arc::new(f);
+        self.batch_node_per_instance(op, move |_| Arc::clone(&f))
+    }
+
+    /// [`try_batch_node`](Self::try_batch_node) with a function made for each operator
+    /// instance by `make`, which sees the instance's build context (its worker, cells, the
+    /// job's shared state).
+    pub(crate) fn batch_node_per_instance<R: Data, F>(
+        &self,
+        op: &str,
+        make: impl Fn(&mut BuildCtx<'_>) -> Arc<F> + Send + Sync + 'static,
+    ) -> DataStream<R>
+    where
+        F: Fn(&mut Vec<(Timestamp, T)>, &mut Vec<(Timestamp, R)>) -> Result<(), String> + 'static,
+    {
         let builder: crate::plan::Builder = Arc::new(move |ctx, inputs, name| {
             let stage = Stage::new(
-                Arc::clone(&f),
+                make(ctx),
                 Arc::clone(ctx.shared()),
                 name,
                 ctx.cells(),
@@ -230,6 +244,42 @@ impl<T: Data> DataStream<T> {
         self.batch_node("filter", move |batch, out| {
             batch.retain(|(_, x)| f(x));
             std::mem::swap(batch, out);
+        })
+    }
+
+    /// Sheds records here under overload, keeping the most useful ones: Aurora's semantic
+    /// load shedding (see [`crate::shedding`]). With
+    /// [`OverloadPolicy::Shed`](crate::OverloadPolicy), when the job's load exceeds its
+    /// headroom, this operator drops the fraction of its records that the load controller
+    /// asks for, those of lowest `utility` first (a threshold from the recent records'
+    /// utilities); every record shed is counted (`numRecordsShed`). Without overload, or
+    /// under [`OverloadPolicy::Backpressure`](crate::OverloadPolicy), it passes everything.
+    /// A job with `shed_by` sheds only there, never at its sources.
+    pub fn shed_by(&self, utility: impl Fn(&T) -> f64 + Send + Sync + 'static) -> DataStream<T> {
+        let utility = Arc::new(utility);
+        self.batch_node_per_instance(crate::shedding::SHED_BY, move |ctx| {
+            let control = ctx.shared().shedding.clone();
+            let node = ctx.node;
+            let cells = ctx.cells();
+            let seed = (ctx.index() as u64) << 32 | node as u64;
+            let dropper = RefCell::new(spate_elasticity::shedding::UtilityDropper::new(seed));
+            let utility = Arc::clone(&utility);
+            Arc::new(
+                move |batch: &mut Vec<(Timestamp, T)>,
+                      out: &mut Vec<(Timestamp, T)>|
+                      -> Result<(), String> {
+                    if let Some(control) = &control {
+                        let mut d = dropper.borrow_mut();
+                        d.set_fraction(control.fraction(node));
+                        let before = batch.len();
+                        // Every record's utility feeds the threshold, shed or not.
+                        batch.retain(|(_, x)| d.keep(utility(x)));
+                        crate::metrics::add(&cells.shed, (before - batch.len()) as u64);
+                    }
+                    std::mem::swap(batch, out);
+                    Ok(())
+                },
+            )
         })
     }
 

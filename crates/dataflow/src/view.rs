@@ -35,7 +35,7 @@
 //!   tracking: no marker records.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -147,6 +147,21 @@ pub struct Observer {
     me: Weak<Observer>,
     /// The instance part of the latest snapshot a server asked for, and when it was taken.
     cache: Mutex<Option<(Instant, InstancesPart)>>,
+    /// The job's total worker count now (an autoscaler changes it between runs).
+    parallelism: AtomicUsize,
+    /// The autoscaler's and load shedding's reports, and a rescale not yet applied.
+    elastic: Mutex<Elastic>,
+}
+
+/// What the autoscaler and load shedding report through the observer.
+#[derive(Debug, Default)]
+pub(crate) struct Elastic {
+    /// The autoscaler's state and decisions.
+    pub(crate) autoscaler: Option<spate_metrics::AutoscalerSnapshot>,
+    /// Load shedding's latest model and fractions.
+    pub(crate) shedding: Option<spate_metrics::SheddingSnapshot>,
+    /// A decision not yet applied: the workers per process to run on next.
+    pub(crate) rescale_to: Option<usize>,
 }
 
 /// The subtasks, workers, checkpoints in progress and process of a snapshot.
@@ -266,6 +281,8 @@ impl Observer {
             stop_request: Mutex::new(None),
             done: AtomicBool::new(false),
             cache: Mutex::new(None),
+            parallelism: AtomicUsize::new(config.total_workers()),
+            elastic: Mutex::new(Elastic::default()),
         });
         let weak: Weak<Observer> = Arc::downgrade(&observer);
         let _ = std::thread::Builder::new()
@@ -294,6 +311,47 @@ impl Observer {
     /// Whether the job was canceled.
     pub(crate) fn canceled(&self) -> bool {
         self.cancel.load(Ordering::Relaxed)
+    }
+
+    /// The autoscaler's and load shedding's reports.
+    pub(crate) fn elastic(&self) -> std::sync::MutexGuard<'_, Elastic> {
+        self.elastic.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// An autoscaler decided to run on `workers` per process: the current run stops with a
+    /// final checkpoint (as a stop does, without draining), and the job restores it on the
+    /// new count. Ignored while the job is stopping or canceled.
+    pub(crate) fn request_rescale(&self, workers: usize) -> bool {
+        if self.canceled() || self.lock_stop().is_some() || self.stop.load(Ordering::Relaxed) {
+            return false;
+        }
+        self.elastic().rescale_to = Some(workers);
+        self.stop.store(true, Ordering::SeqCst);
+        true
+    }
+
+    /// Whether a rescale waits to be applied.
+    pub(crate) fn rescale_pending(&self) -> bool {
+        self.elastic().rescale_to.is_some()
+    }
+
+    /// The rescale asked for, if any (taken: the caller applies it). Clears the stop that
+    /// ended the run for it.
+    pub(crate) fn take_rescale(&self) -> Option<usize> {
+        let to = self.elastic().rescale_to.take();
+        if to.is_some() {
+            self.stop.store(false, Ordering::SeqCst);
+        }
+        to
+    }
+
+    /// The job restarts on `total` workers to apply a rescale.
+    pub(crate) fn rescaling(&self, total: usize) {
+        self.parallelism.store(total, Ordering::Relaxed);
+        if let Some(a) = self.elastic().autoscaler.as_mut() {
+            a.workers = total;
+        }
+        self.set_state(JobState::Restarting);
     }
 
     /// Whether a stop with savepoint asked to drain (emit the final watermark first).
@@ -713,6 +771,27 @@ impl Observer {
             latest_restored: c.latest_restored.clone(),
         };
         drop(c);
+        let (autoscaler, shedding) = {
+            let e = self.elastic();
+            (e.autoscaler.clone(), e.shedding.clone())
+        };
+        if let Some(a) = &autoscaler {
+            metrics.insert("numScalingDecisions".into(), a.num_decisions as f64);
+            metrics.insert("autoscalerWorkers".into(), a.workers as f64);
+            metrics.insert(
+                "autoscalerEstimatedWorkers".into(),
+                a.estimate_workers as f64,
+            );
+        }
+        if let Some(s) = &shedding {
+            metrics.insert("numRecordsShed".into(), s.shed as f64);
+            metrics.insert(
+                "shedFraction".into(),
+                s.fractions.values().copied().fold(0.0, f64::max),
+            );
+            metrics.insert("sheddingTotalLoad".into(), s.total_load);
+            metrics.insert("sheddingCapacity".into(), s.capacity);
+        }
         JobSnapshot {
             job_id: self.job_id.clone(),
             name: self.name.clone(),
@@ -722,8 +801,15 @@ impl Observer {
             end_time,
             now,
             max_parallelism: self.config.max_parallelism,
-            parallelism: self.config.total_workers(),
-            operators: self.operators.clone(),
+            parallelism: self.parallelism.load(Ordering::Relaxed),
+            operators: {
+                let p = self.parallelism.load(Ordering::Relaxed);
+                let mut ops = self.operators.clone();
+                for op in &mut ops {
+                    op.parallelism = p;
+                }
+                ops
+            },
             subtasks,
             workers,
             processes: vec![process],
@@ -731,6 +817,8 @@ impl Observer {
             checkpoints,
             exceptions,
             savepoints_enabled: self.config.savepoint_root().is_some(),
+            autoscaler,
+            shedding,
         }
     }
 
@@ -874,6 +962,13 @@ impl Observer {
                                 "numLateRecordsDropped".into(),
                                 c.late_dropped.load(Ordering::Relaxed) as f64,
                             );
+                            let shed = c.shed.load(Ordering::Relaxed);
+                            if shed > 0
+                                || self.config.overload
+                                    != crate::config::OverloadPolicy::Backpressure
+                            {
+                                m.insert("numRecordsShed".into(), shed as f64);
+                            }
                             if *kind == NodeKind::Source {
                                 let dead = c.dead_lettered.load(Ordering::Relaxed) as f64;
                                 m.insert(

@@ -20,8 +20,9 @@ pub mod view;
 
 pub use histogram::{Histogram, HistogramSnapshot};
 pub use snapshot::{
-    CheckpointRecord, CheckpointStatus, CheckpointsSnapshot, EdgeInfo, ExceptionRecord,
-    JobSnapshot, JobState, OperatorInfo, ProcessSnapshot, RestoredRecord, ShipStrategy,
-    SubtaskSnapshot, WorkerSnapshot,
+    AutoscalerSnapshot, CheckpointRecord, CheckpointStatus, CheckpointsSnapshot, EdgeInfo,
+    ExceptionRecord, JobSnapshot, JobState, OperatorInfo, OperatorParallelism, ProcessSnapshot,
+    RestoredRecord, ScalingDecisionRecord, SheddingSnapshot, ShipStrategy, SubtaskSnapshot,
+    WorkerSnapshot,
 };
 pub use view::{savepoint_target, ControlError, JobView, Operation, OperationId, OperationStatus};

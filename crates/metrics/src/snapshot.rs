@@ -274,6 +274,95 @@ pub struct JobSnapshot {
     pub exceptions: Vec<ExceptionRecord>,
     /// Whether savepoints can be taken (the job has a checkpoint directory).
     pub savepoints_enabled: bool,
+    /// The autoscaler's state and decisions, when the job runs with one.
+    #[serde(default)]
+    pub autoscaler: Option<AutoscalerSnapshot>,
+    /// Load shedding's load model and drop fraction, when the job sheds under overload.
+    #[serde(default)]
+    pub shedding: Option<SheddingSnapshot>,
+}
+
+/// One operator in an autoscaler's estimate: DS2's rates and optimal parallelism.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OperatorParallelism {
+    /// The operator's index in [`JobSnapshot::operators`].
+    pub operator: usize,
+    /// Its display name.
+    pub name: String,
+    /// The rate it must keep up with (records/s), from its upstream operators' estimates.
+    pub target_input_rate: f64,
+    /// Its true processing rate summed over instances (records per second of busy time).
+    pub true_processing_rate: f64,
+    /// Its true output rate summed over instances.
+    pub true_output_rate: f64,
+    /// DS2's optimal parallelism before rounding up.
+    pub optimal: f64,
+    /// DS2's optimal parallelism π.
+    pub parallelism: usize,
+}
+
+/// A scaling decision of the autoscaler.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScalingDecisionRecord {
+    /// When it was taken, ms since the Unix epoch.
+    pub timestamp: i64,
+    /// The policy window it was taken in (counted from the job's start).
+    pub window: u64,
+    /// The worker count before.
+    pub from_workers: usize,
+    /// The worker count it asked for.
+    pub to_workers: usize,
+    /// Why, in one line.
+    pub reason: String,
+    /// The per-operator estimate it was derived from.
+    pub operators: Vec<OperatorParallelism>,
+}
+
+/// The autoscaler of a job: its policy, where it stands and what it decided.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct AutoscalerSnapshot {
+    /// `ds2` or `threshold`.
+    pub policy: String,
+    /// The workers the job runs on now.
+    pub workers: usize,
+    /// The bounds it scales within.
+    pub min_workers: usize,
+    /// See `min_workers`.
+    pub max_workers: usize,
+    /// The policy window, ms.
+    pub window_ms: u64,
+    /// Policy windows measured so far.
+    pub windows: u64,
+    /// The latest window's estimate, per operator.
+    pub estimate: Vec<OperatorParallelism>,
+    /// The worker count that estimate calls for.
+    pub estimate_workers: usize,
+    /// Every decision, oldest first (the newest few dozen).
+    pub decisions: Vec<ScalingDecisionRecord>,
+    /// Decisions taken since the job started (all of them, unlike `decisions`).
+    pub num_decisions: u64,
+}
+
+/// Load shedding of a job (Aurora's load model), as its controller last computed it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SheddingSnapshot {
+    /// The headroom factor H: the job sheds when its load exceeds H × capacity.
+    pub headroom: f64,
+    /// The capacity C: seconds of processing the job's workers give per second.
+    pub capacity: f64,
+    /// Stream load S: Σ L·r over the places where records are shed.
+    pub stream_load: f64,
+    /// Queue load Q: MELT_RATE · L · q over the records queued before those places.
+    pub queue_load: f64,
+    /// Total load T = S + Q.
+    pub total_load: f64,
+    /// Whether T > H · C in the latest control period.
+    pub overloaded: bool,
+    /// Per place (operator index): the fraction of its records it drops now.
+    pub fractions: BTreeMap<usize, f64>,
+    /// Records shed since the job started, over all places (per place: the operators'
+    /// `numRecordsShed`).
+    pub shed: u64,
 }
 
 impl JobSnapshot {

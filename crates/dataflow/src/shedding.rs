@@ -1,0 +1,336 @@
+//! Load shedding under overload, after Aurora (Tatbul et al., VLDB 2003).
+//!
+//! With [`OverloadPolicy::Shed`](crate::OverloadPolicy), a controller thread in each process
+//! measures, once a second, every operator's cost per record `c` (busy time per record in)
+//! and selectivity `s` (records out per record in) from the metric cells, and the rate `r`
+//! and queue `q` of records at each place where records may be shed. Aurora's load model
+//! ([`spate_elasticity::shedding`]) turns them into the load coefficient `L` of each place
+//! (the processing time one record costs downstream of it), the stream load `S = Σ L·r`, the
+//! queue load `Q = MELT_RATE · L · q` and the total `T = S + Q`. When `T > H · C` (headroom
+//! `H`; capacity `C` = the process's worker threads less the time spent upstream of the
+//! places), the plan drops the smallest fraction of records that brings the load back under
+//! `H · C`, at the places where the load saved per record lost is greatest.
+//!
+//! **Places.** Records are shed where the job says with
+//! [`DataStream::shed_by`](crate::DataStream::shed_by): a *semantic* drop that keeps the
+//! records of highest utility (Aurora's value-based drops). A job without `shed_by` sheds at
+//! its sources, at random, right after the source's records get their timestamps (so the
+//! watermarks still account for every record read). Either way every record shed is counted
+//! where it was shed (`numRecordsShed`) and in the job's shedding snapshot; nothing is lost
+//! silently.
+//!
+//! **Queues.** The queue before a place is its sources' backlog (`pendingRecords`: records
+//! due but not read) plus the records in flight to the place and from it to its consumers.
+//! It melts at `MELT_RATE` (1 per second): a backlog left from a burst, or from a capacity
+//! lower than the model's, raises the drop fraction until it is worked off, which keeps the
+//! latency bounded.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use spate_elasticity::shedding::{plan, OperatorLoad, ShedConfig};
+use spate_metrics::{JobSnapshot, SheddingSnapshot};
+
+use crate::view::Observer;
+
+/// How often the controller recomputes the drop fractions.
+const PERIOD: Duration = Duration::from_millis(500);
+
+/// Aurora's MELT_RATE: the share of a queue's load worked off per second. 1.0 melts a
+/// backlog within about a second (PRODUCT.md's example uses 0.1); a lower rate lets queues,
+/// and so latency, grow further before the drops catch up.
+const MELT_RATE: f64 = 1.0;
+
+/// The drop fraction of every place, written by the controller, read by the places.
+#[derive(Debug)]
+pub(crate) struct ShedControl {
+    /// Per plan node: the fraction (an `f64`'s bits) of its records to drop.
+    fractions: Vec<AtomicU64>,
+}
+
+impl ShedControl {
+    pub(crate) fn new(nodes: usize) -> Self {
+        ShedControl {
+            fractions: (0..nodes).map(|_| AtomicU64::new(0f64.to_bits())).collect(),
+        }
+    }
+
+    /// The fraction node `node` drops now.
+    #[inline]
+    pub(crate) fn fraction(&self, node: usize) -> f64 {
+        self.fractions
+            .get(node)
+            .map_or(0.0, |f| f64::from_bits(f.load(Ordering::Relaxed)))
+    }
+
+    fn set(&self, node: usize, fraction: f64) {
+        if let Some(f) = self.fractions.get(node) {
+            f.store(fraction.clamp(0.0, 1.0).to_bits(), Ordering::Relaxed);
+        }
+    }
+}
+
+/// The places of a job: its `shed_by` operators, or else its sources.
+pub(crate) fn places(plan: &crate::plan::Plan) -> Vec<usize> {
+    let of = |f: &dyn Fn(&crate::plan::Node) -> bool| -> Vec<usize> {
+        plan.nodes
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| f(n))
+            .map(|(i, _)| i)
+            .collect()
+    };
+    let semantic = of(&|n| n.op == SHED_BY);
+    if !semantic.is_empty() {
+        return semantic;
+    }
+    of(&|n| n.kind == crate::plan::NodeKind::Source)
+}
+
+/// The plan op of [`DataStream::shed_by`](crate::DataStream::shed_by).
+pub(crate) const SHED_BY: &str = "shed_by";
+
+/// The running controller of one process; dropping it stops it.
+pub(crate) struct Shedder {
+    done: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for Shedder {
+    fn drop(&mut self) {
+        self.done.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Shedder {
+    /// Starts controlling `control` for this process's `workers` threads, with headroom
+    /// `headroom`; `shed_before` records were shed by earlier runs of the job.
+    pub(crate) fn start(
+        observer: Arc<Observer>,
+        control: Arc<ShedControl>,
+        places: Vec<usize>,
+        workers: usize,
+        headroom: f64,
+    ) -> Shedder {
+        let done = Arc::new(AtomicBool::new(false));
+        let stop = Arc::clone(&done);
+        let thread = std::thread::Builder::new()
+            .name("spate-shedder".into())
+            .spawn(move || run(observer, control, places, workers, headroom, stop))
+            .ok();
+        Shedder { done, thread }
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Counts {
+    records_in: f64,
+    records_out: f64,
+    busy_ms: f64,
+    shed: f64,
+    pending: f64,
+}
+
+fn counts(snap: &JobSnapshot, index: usize) -> Counts {
+    Counts {
+        records_in: snap.sum_of(index, "numRecordsIn"),
+        records_out: snap.sum_of(index, "numRecordsOut"),
+        busy_ms: snap.sum_of(index, "accumulatedBusyTimeMs"),
+        shed: snap.sum_of(index, "numRecordsShed"),
+        pending: snap.sum_of(index, "pendingRecords"),
+    }
+}
+
+/// The model of one control period: the operators' loads, each place's (rate, queue), the
+/// capacity left for the operators downstream of the places.
+pub(crate) struct Period {
+    pub(crate) ops: Vec<OperatorLoad>,
+    pub(crate) inputs: Vec<(usize, f64, f64)>,
+    pub(crate) capacity: f64,
+}
+
+/// Measures a period from two snapshots of one run; `costs` keeps each operator's last
+/// measured cost and selectivity for operators that saw no records in the period.
+pub(crate) fn measure(
+    before: &JobSnapshot,
+    after: &JobSnapshot,
+    places: &[usize],
+    workers: usize,
+    costs: &mut BTreeMap<usize, (f64, f64)>,
+) -> Option<Period> {
+    let secs = (after.now - before.now) as f64 / 1000.0;
+    if secs <= 0.0 || before.operators.len() != after.operators.len() {
+        return None;
+    }
+    let n = after.operators.len();
+    // Which operators are downstream of a place (their load is what shedding saves).
+    let mut downstream = vec![false; n];
+    for op in &after.operators {
+        downstream[op.index] = op
+            .inputs
+            .iter()
+            .any(|e| places.contains(&e.from) || downstream[e.from]);
+    }
+    let mut consumers: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for op in &after.operators {
+        for e in &op.inputs {
+            consumers[e.from].push(op.index);
+        }
+    }
+    let mut ops = Vec::with_capacity(n);
+    let mut upstream_busy = 0.0;
+    for op in &after.operators {
+        let (a, b) = (counts(after, op.index), counts(before, op.index));
+        let d_in = a.records_in - b.records_in;
+        let d_out = a.records_out - b.records_out;
+        let d_busy = (a.busy_ms - b.busy_ms) / 1000.0;
+        if d_in < 0.0 || d_out < 0.0 || d_busy < 0.0 {
+            return None;
+        }
+        let place = places.contains(&op.index);
+        if !downstream[op.index] {
+            // Sources, places and what feeds them: their time is spent whatever is shed.
+            upstream_busy += d_busy;
+        }
+        let (cost, selectivity) = if place || op.kind == "source" {
+            // A place's own cost is paid before it drops; its selectivity is the decision.
+            (0.0, 1.0)
+        } else if d_in > 0.0 {
+            let measured = (d_busy / d_in, d_out / d_in);
+            costs.insert(op.index, measured);
+            measured
+        } else {
+            costs.get(&op.index).copied().unwrap_or((0.0, 1.0))
+        };
+        ops.push(OperatorLoad {
+            index: op.index,
+            name: op.name.clone(),
+            cost,
+            selectivity,
+            outputs: consumers[op.index].clone(),
+        });
+    }
+    // The sources upstream of each operator (their backlogs wait for it too).
+    let mut sources_of: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for op in &after.operators {
+        let mut s: Vec<usize> = if op.kind == "source" {
+            vec![op.index]
+        } else {
+            op.inputs
+                .iter()
+                .flat_map(|e| sources_of[e.from].clone())
+                .collect()
+        };
+        s.sort_unstable();
+        s.dedup();
+        sources_of[op.index] = s;
+    }
+    let inputs = places
+        .iter()
+        .map(|&p| {
+            let (a, b) = (counts(after, p), counts(before, p));
+            let source = after.operators[p].kind == "source";
+            let upstream = &sources_of[p];
+            let backlog = |s: &JobSnapshot| -> f64 {
+                upstream
+                    .iter()
+                    .map(|&u| counts(s, u).pending.max(0.0))
+                    .sum()
+            };
+            // What reached the place, plus the growth of the backlogs before it (records
+            // that would have arrived but for backpressure): a source's records read (sent
+            // on or shed); an operator's records in.
+            let grown = backlog(after) - backlog(before);
+            let arrived = if source {
+                (a.records_out - b.records_out) + (a.shed - b.shed) + grown
+            } else {
+                (a.records_in - b.records_in) + grown
+            };
+            // Queued before the place's consumers: the backlogs, what is in flight from the
+            // sources to the place, and from the place to its consumers.
+            let before_place = if source {
+                0.0
+            } else {
+                let sent: f64 = upstream.iter().map(|&u| counts(after, u).records_out).sum();
+                (sent - a.records_in).max(0.0)
+            };
+            let taken: f64 = consumers[p]
+                .iter()
+                .map(|&c| after.sum_of(c, "numRecordsIn"))
+                .sum();
+            let queued = backlog(after) + before_place + (a.records_out - taken).max(0.0);
+            (p, (arrived / secs).max(0.0), queued)
+        })
+        .collect();
+    let capacity = (workers as f64 - upstream_busy / secs).max(0.0);
+    Some(Period {
+        ops,
+        inputs,
+        capacity,
+    })
+}
+
+fn run(
+    observer: Arc<Observer>,
+    control: Arc<ShedControl>,
+    places: Vec<usize>,
+    workers: usize,
+    headroom: f64,
+    done: Arc<AtomicBool>,
+) {
+    let config = ShedConfig {
+        headroom,
+        melt_rate: MELT_RATE,
+    };
+    let shed_before = observer.elastic().shedding.as_ref().map_or(0, |s| s.shed);
+    let mut costs = BTreeMap::new();
+    let mut before: Option<JobSnapshot> = None;
+    while !done.load(Ordering::Relaxed) {
+        std::thread::sleep(PERIOD);
+        let snap = observer.job_snapshot();
+        if snap.subtasks.is_empty() {
+            continue;
+        }
+        let Some(prev) = before.replace(snap.clone()) else {
+            continue;
+        };
+        let Some(period) = measure(&prev, &snap, &places, workers, &mut costs) else {
+            continue;
+        };
+        let drop_plan = plan(&period.ops, &period.inputs, period.capacity, &config);
+        let mut fractions: BTreeMap<usize, f64> = places.iter().map(|&p| (p, 0.0)).collect();
+        for d in &drop_plan.drops {
+            fractions.insert(d.input, d.fraction);
+        }
+        for (&p, &f) in &fractions {
+            control.set(p, f);
+        }
+        let shed_now: f64 = snap
+            .operators
+            .iter()
+            .map(|o| snap.sum_of(o.index, "numRecordsShed"))
+            .sum();
+        tracing::debug!(
+            overloaded = drop_plan.overloaded,
+            total = drop_plan.load.total,
+            capacity = period.capacity,
+            ?fractions,
+            "load shedding"
+        );
+        observer.elastic().shedding = Some(SheddingSnapshot {
+            headroom,
+            capacity: period.capacity,
+            stream_load: drop_plan.load.stream,
+            queue_load: drop_plan.load.queue,
+            total_load: drop_plan.load.total,
+            overloaded: drop_plan.overloaded,
+            fractions,
+            shed: shed_before + shed_now as u64,
+        });
+    }
+}
