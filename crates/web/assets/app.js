@@ -355,6 +355,41 @@ function renderExceptions(d) {
   }
 }
 
+function renderAutoscaler(d) {
+  const a = d.autoscaler;
+  if (!a) {
+    replace("autoscaler-summary", "off");
+    table("autoscaler", [["decision"]], [], "the job runs on a fixed worker count (start it with --autoscale ds2)");
+    return;
+  }
+  replace("autoscaler-summary", `${a.policy} · ${a.workers} workers (${a.minWorkers}–${a.maxWorkers}) · estimate ${a.estimateWorkers} · ${a.windows} windows · ${a.numDecisions} decisions`);
+  table("autoscaler", [["when"], ["window", "n"], ["from", "n"], ["to", "n"], ["why"]],
+    a.decisions.map((x) => el("tr", { class: "decision" },
+      el("td", { text: fmtTime(x.timestamp).slice(11) }),
+      el("td", { class: "n", text: x.window }),
+      el("td", { class: "n", text: x.from }),
+      el("td", { class: "n", text: x.to }),
+      el("td", { text: x.reason }))),
+    "no decision yet");
+}
+
+function renderShedding(d) {
+  const s = d.shedding;
+  if (!s) {
+    replace("shedding-summary", "off");
+    table("shedding", [["load"]], [], "the job applies backpressure under overload (start it with --overload shed)");
+    return;
+  }
+  replace("shedding-summary", `${s.overloaded ? "overloaded" : "within capacity"} · headroom ${s.headroom}`);
+  table("shedding", [["total load", "n"], ["capacity", "n"], ["drop fraction", "n"], ["records shed", "n"]],
+    [el("tr", {},
+      el("td", { class: "n", text: (s.totalLoad ?? 0).toFixed(2) }),
+      el("td", { class: "n", text: (s.capacity ?? 0).toFixed(2) }),
+      el("td", { class: "n", id: "shed-fraction", text: ((s.fraction ?? 0) * 100).toFixed(1) + "%" }),
+      el("td", { class: "n", id: "shed-count", text: s.shed }))],
+    "");
+}
+
 function renderProcesses(d) {
   table("processes", [["process"], ["host"], ["pid", "n"], ["workers", "n"], ["CPU"], ["RSS", "n"], ["peak RSS", "n"], ["threads", "n"]],
     d.processes.map((p) => el("tr", { "data-process": p.index },
@@ -378,6 +413,8 @@ function render(d) {
   renderLatency(d);
   renderCheckpoints(d);
   renderExceptions(d);
+  renderAutoscaler(d);
+  renderShedding(d);
   renderProcesses(d);
   replace("updated", `updated ${fmtTime(d.now)} · refreshes every ${REFRESH_MS / 1000} s`);
 }

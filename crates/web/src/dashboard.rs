@@ -200,6 +200,32 @@ pub fn dashboard(snap: &JobSnapshot) -> Value {
             "history": history,
         },
         "exceptions": exceptions,
+        "autoscaler": snap.autoscaler.as_ref().map(|a| json!({
+            "policy": a.policy,
+            "workers": a.workers,
+            "minWorkers": a.min_workers,
+            "maxWorkers": a.max_workers,
+            "windows": a.windows,
+            "estimateWorkers": a.estimate_workers,
+            "numDecisions": a.num_decisions,
+            "estimate": a.estimate.iter().map(|o| json!({
+                "name": o.name, "target": json_number(o.target_input_rate),
+                "trueRate": json_number(o.true_processing_rate),
+                "optimal": json_number(o.optimal), "parallelism": o.parallelism,
+            })).collect::<Vec<_>>(),
+            "decisions": a.decisions.iter().rev().take(10).map(|d| json!({
+                "timestamp": d.timestamp, "window": d.window, "from": d.from_workers,
+                "to": d.to_workers, "reason": d.reason,
+            })).collect::<Vec<_>>(),
+        })),
+        "shedding": snap.shedding.as_ref().map(|s| json!({
+            "headroom": json_number(s.headroom),
+            "capacity": json_number(s.capacity),
+            "totalLoad": json_number(s.total_load),
+            "overloaded": s.overloaded,
+            "fraction": json_number(s.fractions.values().copied().fold(0.0, f64::max)),
+            "shed": s.shed,
+        })),
         "processes": processes,
         "workers": workers,
     })

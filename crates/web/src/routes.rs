@@ -90,6 +90,8 @@ pub const ROUTES: &[Route] = &[
     route!("GET", "/v1/jobs/{jid}/metrics", false, get, job_metrics),
     route!("GET", "/v1/jobs/{jid}/exceptions", false, get, exceptions),
     route!("GET", "/v1/jobs/{jid}/checkpoints", false, get, checkpoints),
+    route!("GET", "/v1/jobs/{jid}/autoscaler", false, get, autoscaler),
+    route!("GET", "/v1/jobs/{jid}/shedding", false, get, shedding),
     route!(
         "GET",
         "/v1/jobs/{jid}/checkpoints/config",
@@ -454,6 +456,33 @@ async fn job_metrics(State(app): State<Shared>, p: Params, q: QueryParams) -> Re
 
 async fn exceptions(State(app): State<Shared>, p: Params) -> Reply {
     ok(flink::exceptions(&job_of(&app, &p)?))
+}
+
+/// The autoscaler's policy, current and estimated worker counts, per-operator estimate and
+/// decisions (Spate's own: Flink's REST API has no autoscaler).
+async fn autoscaler(State(app): State<Shared>, p: Params) -> Reply {
+    let snap = job_of(&app, &p)?;
+    ok(match &snap.autoscaler {
+        Some(a) => {
+            let mut v = serde_json::to_value(a).unwrap_or_else(|_| json!({}));
+            v["enabled"] = json!(true);
+            v
+        }
+        None => json!({"enabled": false}),
+    })
+}
+
+/// Load shedding's model (loads, capacity, headroom), drop fractions and records shed.
+async fn shedding(State(app): State<Shared>, p: Params) -> Reply {
+    let snap = job_of(&app, &p)?;
+    ok(match &snap.shedding {
+        Some(s) => {
+            let mut v = serde_json::to_value(s).unwrap_or_else(|_| json!({}));
+            v["enabled"] = json!(true);
+            v
+        }
+        None => json!({"enabled": false}),
+    })
 }
 
 async fn checkpoints(State(app): State<Shared>, p: Params) -> Reply {

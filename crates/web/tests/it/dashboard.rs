@@ -134,6 +134,17 @@ fn the_dashboard_shows_the_graph_and_numbers_in_chromium() {
         "{dom}"
     );
     assert!(dom.contains(">RUNNING<"), "the state is shown");
+    // The autoscaler's decisions and load shedding's figures have their panels.
+    assert!(
+        dom.contains("operators need 1.6 workers of busy time"),
+        "the scaling decision is listed"
+    );
+    assert!(dom.contains("ds2 · 2 workers (1–8) · estimate 3"), "{dom}");
+    assert!(dom.contains("\"shed-count\">1234<"), "records shed");
+    assert!(
+        dom.contains("\"shed-fraction\">39.0%<"),
+        "the drop fraction"
+    );
     // The page polled every second of its 5 s of virtual time, with no script error and no
     // Content-Security-Policy violation.
     let body = &tags_with(&dom, "data-polls")[0];

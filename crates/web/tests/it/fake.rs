@@ -262,6 +262,43 @@ pub fn snapshot() -> JobSnapshot {
             restarted: true,
         }],
         savepoints_enabled: true,
+        autoscaler: Some(spate_metrics::AutoscalerSnapshot {
+            policy: "ds2".into(),
+            workers: 2,
+            min_workers: 1,
+            max_workers: 8,
+            window_ms: 10_000,
+            windows: 7,
+            estimate: vec![spate_metrics::OperatorParallelism {
+                operator: 1,
+                name: "cost".into(),
+                target_input_rate: 8400.0,
+                true_processing_rate: 8000.0,
+                true_output_rate: 8000.0,
+                optimal: 2.1,
+                parallelism: 3,
+            }],
+            estimate_workers: 3,
+            decisions: vec![spate_metrics::ScalingDecisionRecord {
+                timestamp: 1_700_000_000_000,
+                window: 5,
+                from_workers: 1,
+                to_workers: 2,
+                reason: "operators need 1.6 workers of busy time".into(),
+                operators: Vec::new(),
+            }],
+            num_decisions: 1,
+        }),
+        shedding: Some(spate_metrics::SheddingSnapshot {
+            headroom: 0.95,
+            capacity: 2.0,
+            stream_load: 3.0,
+            queue_load: 0.1,
+            total_load: 3.1,
+            overloaded: true,
+            fractions: std::collections::BTreeMap::from([(0, 0.39)]),
+            shed: 1234,
+        }),
     }
 }
 

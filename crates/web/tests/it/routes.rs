@@ -728,3 +728,29 @@ fn a_scrape_and_a_dashboard_poll_of_50_vertices_on_16_workers_are_fast() {
         "scrape {scrape:?}, poll {poll:?}"
     );
 }
+
+#[test]
+fn the_autoscaler_and_shedding_routes_show_decisions_and_loads() {
+    let (_, r, _d) = setup(None);
+    let a = get(&r, &job_url("/autoscaler"));
+    assert_eq!(a.status, StatusCode::OK);
+    let a = a.json();
+    assert_eq!(a["enabled"], true);
+    assert_eq!(a["policy"], "ds2");
+    assert_eq!(
+        (a["workers"].as_u64(), a["estimate_workers"].as_u64()),
+        (Some(2), Some(3))
+    );
+    assert_eq!(a["decisions"][0]["to_workers"], 2);
+    assert_eq!(a["estimate"][0]["parallelism"], 3);
+    let s = get(&r, &job_url("/shedding")).json();
+    assert_eq!(s["enabled"], true);
+    assert_eq!(s["shed"], 1234);
+    assert_eq!(s["fractions"]["0"], 0.39);
+    let d = get(&r, &job_url("/dashboard")).json();
+    assert_eq!(d["autoscaler"]["numDecisions"], 1);
+    assert_eq!(d["autoscaler"]["decisions"][0]["to"], 2);
+    assert_eq!(d["shedding"]["shed"], 1234);
+    let other = format!("/v1/jobs/{}/autoscaler", "0".repeat(32));
+    assert_eq!(get(&r, &other).status, StatusCode::NOT_FOUND);
+}
