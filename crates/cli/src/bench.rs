@@ -29,6 +29,12 @@ pub enum BenchCommand {
     /// (at least once, or exactly once with checkpoints); `scripts/bench-kafka` runs Kafka's
     /// own producer and consumer tools beside it.
     Kafka(KafkaBenchArgs),
+    /// Autoscaling: a rate stepped up and down under DS2 and under a threshold controller
+    /// (decisions per step, time to a stable rate, oscillations, latency, exactness).
+    Autoscale(crate::bench_elastic::AutoscaleBenchArgs),
+    /// Load shedding: a fixed worker count at loads below and above its capacity, shedding
+    /// or backpressured (latency, shed fraction against the minimum, backlog, utility kept).
+    Shedding(crate::bench_elastic::SheddingBenchArgs),
 }
 
 /// `spate bench kafka`.
@@ -157,6 +163,8 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::Backpressure(args) => backpressure(&args),
         BenchCommand::Latency(args) => latency::run(&args),
         BenchCommand::Kafka(args) => kafka(&args),
+        BenchCommand::Autoscale(args) => crate::bench_elastic::autoscale(&args),
+        BenchCommand::Shedding(args) => crate::bench_elastic::shedding(&args),
     }
 }
 

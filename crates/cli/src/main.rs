@@ -10,6 +10,8 @@
 //! Errors are one line on stderr and a non-zero exit code; a closed stdout pipe is a clean exit.
 
 mod bench;
+mod bench_elastic;
+mod elastic;
 mod nexmark;
 mod remote;
 mod rest;

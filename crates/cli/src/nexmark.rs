@@ -179,6 +179,8 @@ pub struct RunArgs {
     #[command(flatten)]
     pub rest: crate::rest::RestArgs,
     #[command(flatten)]
+    pub elastic: crate::elastic::ElasticArgs,
+    #[command(flatten)]
     pub generator: GeneratorArgs,
 }
 
@@ -330,6 +332,7 @@ fn run_query(args: &RunArgs) -> Result<()> {
         config.supervise_single_process = true;
     }
     config.rest = args.rest.server_config()?;
+    args.elastic.apply(&mut config)?;
     config.state_backend = match args.state_backend.clone() {
         spate_dataflow::StateBackend::Disk { dir, .. } => spate_dataflow::StateBackend::Disk {
             dir,

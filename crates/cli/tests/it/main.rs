@@ -3,6 +3,7 @@
 
 mod chaos;
 mod cli;
+mod elastic;
 mod kafka;
 mod nats;
 mod nexmark;

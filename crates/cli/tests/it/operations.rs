@@ -319,18 +319,36 @@ fn chromium_dom(url: &str, tmp: &Path) -> String {
         .unwrap_or_else(|| Path::new(env!("CARGO_TARGET_TMPDIR")).to_owned());
     std::fs::create_dir_all(&artifacts).unwrap();
     let shot = artifacts.join("dashboard-q11.png");
-    let status = Command::new(&chromium)
-        .args(CHROMIUM)
-        .arg("--window-size=1280,900")
-        .arg(format!(
-            "--user-data-dir={}",
-            tmp.join("chromium-shot").display()
-        ))
-        .arg(format!("--screenshot={}", shot.display()))
-        .arg(format!("{url}/"))
-        .output()
-        .unwrap();
-    assert!(status.status.success() && shot.exists(), "no screenshot");
+    // Headless Chromium now and then exits without writing a screenshot on a loaded machine:
+    // up to three tries, each with a fresh profile.
+    let mut tries = Vec::new();
+    for attempt in 0..3 {
+        let _ = std::fs::remove_file(&shot);
+        let status = Command::new(&chromium)
+            .args(CHROMIUM)
+            .arg("--window-size=1280,900")
+            .arg(format!(
+                "--user-data-dir={}",
+                tmp.join(format!("chromium-shot-{attempt}")).display()
+            ))
+            .arg(format!("--screenshot={}", shot.display()))
+            .arg(format!("{url}/"))
+            .output()
+            .unwrap();
+        if status.status.success() && shot.exists() {
+            break;
+        }
+        tries.push(format!(
+            "{}: {}",
+            status.status,
+            String::from_utf8_lossy(&status.stderr)
+                .lines()
+                .filter(|l| !l.contains("dbus"))
+                .collect::<Vec<_>>()
+                .join(" | ")
+        ));
+    }
+    assert!(shot.exists(), "no screenshot: {tries:?}");
     eprintln!("dashboard screenshot: {}", shot.display());
     String::from_utf8(out.stdout).unwrap()
 }
