@@ -6,9 +6,10 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
-use spate_connectors::kafka::{Encoded, KafkaSink, KafkaSource, KafkaUrl};
-use spate_connectors::mqtt::{MqttSink, MqttUrl};
-use spate_connectors::nats::{NatsEncoder, NatsUrl};
+use spate_connectors::files::{decode_json_line, decode_json_prefix};
+use spate_connectors::kafka::{Encoded, KafkaSink, KafkaSource, KafkaUrl, MessageDecoder};
+use spate_connectors::mqtt::{MqttMessage, MqttSink, MqttUrl};
+use spate_connectors::nats::{JetStreamMessage, NatsEncoder, NatsMessage, NatsUrl};
 use spate_connectors::{DiscardSink, FileSink, JsonLinesSource, SingleFileSink};
 use spate_dataflow::{DataStream, JobConfig, StreamEnv};
 use spate_nexmark::generator::{GeneratorConfig, NexmarkGenerator};
@@ -306,6 +307,11 @@ impl Attach for Output {
     }
 }
 
+/// One event from its JSON form (a message's payload, a line), or why not.
+fn json_event(bytes: &[u8]) -> Result<Event, String> {
+    decode_json_line::<JsonEvent>(bytes).map(Event::from)
+}
+
 /// The `kafka://` URL that `path` is, if it is one.
 fn kafka_url(path: &std::path::Path) -> Option<&str> {
     path.to_str().filter(|p| p.starts_with("kafka://"))
@@ -353,61 +359,58 @@ fn run_query(args: &RunArgs) -> Result<()> {
                      events have none; it is for jobs that call dedup_by"
                 );
             }
+            // Every input is decoded into events in its source, so that the queries'
+            // watermark strategy runs per split (below, for Kafka).
             let source = url
-                .json_source::<JsonEvent>()
+                .source_with_decoder(Arc::new(|m: &MqttMessage<'_>| json_event(m.payload)))
                 .policy(args.bad_records.clone());
-            (
-                env.from_source(source)
-                    .name("events")
-                    .map(Event::from)
-                    .name("to-event"),
-                "events",
-            )
+            (env.from_source(source).name("events"), "events")
         }
         Some(url) if nats_url(url).is_some() => {
             let url: NatsUrl = nats_url(url).expect("checked").parse()?;
             let events = if url.is_jetstream() {
                 let source = url
-                    .jetstream_source::<JsonEvent>()?
+                    .jetstream_source_with_decoder(Arc::new(|m: &JetStreamMessage<'_>| {
+                        json_event(m.payload)
+                    }))?
                     .policy(args.bad_records.clone());
                 env.from_source(source)
             } else {
                 let source = url
-                    .core_source::<JsonEvent>()?
+                    .core_source_with_decoder(Arc::new(|m: &NatsMessage<'_>| {
+                        json_event(m.payload)
+                    }))?
                     .policy(args.bad_records.clone());
                 env.from_source(source)
             };
-            (
-                events.name("events").map(Event::from).name("to-event"),
-                "events",
-            )
+            (events.name("events"), "events")
         }
         Some(url) if kafka_url(url).is_some() => {
             let url: KafkaUrl = kafka_url(url).expect("checked").parse()?;
             let topics: Vec<&str> = url.topics.iter().map(String::as_str).collect();
+            // Decoded into events in the source, so that the queries' watermark strategy runs
+            // per partition (Flink's Kafka-partition-aware watermarks): one generator per
+            // worker would see its partitions interleaved as they are fetched, and a partition
+            // fetched ahead would make the others' records late.
+            let decoder: MessageDecoder<Event> = Arc::new(|m| match m.value {
+                Some(v) => json_event(v),
+                None => Err("a message without a value (a tombstone)".into()),
+            });
             let source = url
-                .source(KafkaSource::<JsonEvent>::json(&url.bootstrap, &topics))
+                .source(KafkaSource::with_decoder(&url.bootstrap, &topics, decoder))
                 .policy(args.bad_records.clone());
-            (
-                env.from_source(source)
-                    .name("events")
-                    .map(Event::from)
-                    .name("to-event"),
-                "events",
-            )
+            (env.from_source(source).name("events"), "events")
         }
         Some(path) => {
-            // Decoded as any user's JSON lines: a serde type of the wire layout, then the
-            // event (a chained map, no extra operator).
-            let source =
-                JsonLinesSource::<JsonEvent>::new(path.clone()).policy(args.bad_records.clone());
-            (
-                env.from_source(source)
-                    .name("events")
-                    .map(Event::from)
-                    .name("to-event"),
-                "bytes",
-            )
+            // Decoded as any user's JSON lines, with a serde type of the wire layout, and
+            // straight into the event, in the source (as for Kafka: the watermarks per split).
+            let source = JsonLinesSource::<Event>::with_decoder(path.clone(), Arc::new(json_event))
+                .prefix_decoder(Arc::new(|text: &[u8]| {
+                    // The prefix decoder's length stops before the `\n`.
+                    decode_json_prefix::<JsonEvent>(text).map(|(e, n)| (e.0, n - 1))
+                }))
+                .policy(args.bad_records.clone());
+            (env.from_source(source).name("events"), "bytes")
         }
         None => {
             let events = if args.unbounded {

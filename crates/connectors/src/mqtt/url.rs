@@ -120,6 +120,16 @@ impl MqttUrl {
         ))
     }
 
+    /// The source this URL describes, turning each message into a record with `decoder`.
+    pub fn source_with_decoder<T>(&self, decoder: super::PayloadDecoder<T>) -> MqttSource<T> {
+        self.configure_source(MqttSource::with_decoder(
+            self.address.clone(),
+            &[self.topic.as_str()],
+            self.client_id(),
+            decoder,
+        ))
+    }
+
     /// The source this URL describes, decoding payloads as JSON objects into `(id, T)`, where
     /// `id` is the top-level field that `dedup=` names (its JSON text when a number, the
     /// string itself when a string). A payload without the field, or with another kind of

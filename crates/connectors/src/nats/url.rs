@@ -14,11 +14,15 @@
 //!
 //! An unknown or misplaced option is a one-line error that names it.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use spate_types::{SpateError, SpateResult};
 
-use super::{Delivery, JetStreamSink, JetStreamSource, NatsSink, NatsSource, StartPosition};
+use super::{
+    Delivery, JetStreamDecoder, JetStreamMessage, JetStreamSink, JetStreamSource, NatsDecoder,
+    NatsMessage, NatsSink, NatsSource, StartPosition,
+};
 
 /// A parsed `nats://` URL.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -198,8 +202,19 @@ impl NatsUrl {
     pub fn core_source<T: serde::de::DeserializeOwned + Send + 'static>(
         &self,
     ) -> SpateResult<NatsSource<T>> {
+        self.core_source_with_decoder(Arc::new(|m: &NatsMessage<'_>| {
+            crate::files::decode_json_line(m.payload)
+        }))
+    }
+
+    /// The NATS core source this URL describes, turning each message into a record with
+    /// `decoder`.
+    pub fn core_source_with_decoder<T>(
+        &self,
+        decoder: NatsDecoder<T>,
+    ) -> SpateResult<NatsSource<T>> {
         self.source_checks()?;
-        let s = NatsSource::json(self.server.clone(), self.subjects[0].clone());
+        let s = NatsSource::with_decoder(self.server.clone(), self.subjects[0].clone(), decoder);
         Ok(match &self.queue {
             Some(q) => s.queue_group(q.clone()),
             None => s,
@@ -210,13 +225,24 @@ impl NatsUrl {
     pub fn jetstream_source<T: serde::de::DeserializeOwned + Send + 'static>(
         &self,
     ) -> SpateResult<JetStreamSource<T>> {
+        self.jetstream_source_with_decoder(Arc::new(|m: &JetStreamMessage<'_>| {
+            crate::files::decode_json_line(m.payload)
+        }))
+    }
+
+    /// The JetStream source this URL describes (`stream=`), turning each message into a
+    /// record with `decoder`.
+    pub fn jetstream_source_with_decoder<T>(
+        &self,
+        decoder: JetStreamDecoder<T>,
+    ) -> SpateResult<JetStreamSource<T>> {
         self.source_checks()?;
         let stream = self
             .stream
             .as_deref()
             .ok_or_else(|| SpateError::Config("a JetStream source needs stream=".into()))?;
         let filters: Vec<&str> = self.subjects.iter().map(String::as_str).collect();
-        let s = JetStreamSource::json(self.server.clone(), stream, &filters)
+        let s = JetStreamSource::with_decoder(self.server.clone(), stream, &filters, decoder)
             .start(self.start.unwrap_or(StartPosition::Earliest));
         Ok(if self.bounded { s.bounded() } else { s })
     }
