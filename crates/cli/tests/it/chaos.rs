@@ -151,6 +151,38 @@ pub(crate) fn lost_and_duplicated(want: &[String], got: &[String]) -> (i64, i64)
     (missing(&want, &have), missing(&have, &want))
 }
 
+/// What a failed comparison looks like, for the assertion's message: of the extra rows, how
+/// many are second copies of expected rows (a duplicated write) and how many were never
+/// expected (different contents: a record dropped as late, a window split), with a few of each
+/// kind and of the missing rows.
+pub(crate) fn explain_difference(want: &[String], got: &[String]) -> String {
+    let (want, have) = (multiset(want), multiset(got));
+    let (mut copies, mut unexpected, mut missing) = (Vec::new(), Vec::new(), Vec::new());
+    for (r, n) in &have {
+        match want.get(r) {
+            Some(w) if n > w => copies.push(*r),
+            None => unexpected.push(*r),
+            _ => {}
+        }
+    }
+    for (r, n) in &want {
+        if have.get(r).copied().unwrap_or(0) < *n {
+            missing.push(*r);
+        }
+    }
+    let few = |v: &[&str]| v.iter().take(5).copied().collect::<Vec<_>>().join(" | ");
+    format!(
+        "{} rows with extra copies (e.g. {}); {} rows never expected (e.g. {}); {} rows missing \
+         (e.g. {})",
+        copies.len(),
+        few(&copies),
+        unexpected.len(),
+        few(&unexpected),
+        missing.len(),
+        few(&missing)
+    )
+}
+
 fn multiset(rows: &[String]) -> BTreeMap<&str, i64> {
     let mut m = BTreeMap::new();
     for r in rows {
@@ -240,7 +272,12 @@ fn killed_processes_recover_with_exactly_once_output() {
         !recoveries.is_empty(),
         "at least one kill landed in the running job"
     );
-    assert_eq!((lost, duplicated), (0, 0));
+    assert_eq!(
+        (lost, duplicated),
+        (0, 0),
+        "{}",
+        explain_difference(&expected, &got)
+    );
     assert_eq!(got, expected, "byte-identical after sorting");
 }
 

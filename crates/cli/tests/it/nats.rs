@@ -27,7 +27,7 @@ use spate_connectors::nats::admin::JetStreamAdmin;
 use spate_connectors::nats::{Delivery, JetStreamSink};
 use spate_types::{Sink, SinkContext};
 
-use crate::chaos::{kill_at_random, lost_and_duplicated, setting, Rng};
+use crate::chaos::{explain_difference, kill_at_random, lost_and_duplicated, setting, Rng};
 use crate::{ok, spate};
 
 fn server() -> String {
@@ -258,6 +258,11 @@ fn jetstream_to_jetstream_is_exactly_once_through_kill_9_and_fail_points() {
         stored.len(),
         "every output message has a Nats-Msg-Id"
     );
-    assert_eq!((lost, duplicated), (0, 0));
+    assert_eq!(
+        (lost, duplicated),
+        (0, 0),
+        "{}",
+        explain_difference(&expected, &got)
+    );
     assert_eq!(got, expected);
 }
