@@ -16,7 +16,7 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use crate::{ok, rows_of_dir, spate};
+use crate::{ok, rows_of_dir, sorted_lines, spate};
 
 pub(crate) fn setting(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -215,12 +215,7 @@ fn killed_processes_recover_with_exactly_once_output() {
     let mut cmd = spate();
     common(&mut cmd);
     ok(cmd.arg("--output").arg(&reference));
-    let mut expected: Vec<String> = std::fs::read_to_string(&reference)
-        .unwrap()
-        .lines()
-        .map(str::to_owned)
-        .collect();
-    expected.sort();
+    let expected = sorted_lines(&reference);
     assert!(expected.len() > 100, "q11 has rows to compare");
 
     // The chaos run: 3 processes, checkpoints every second, kill -9 at random moments.
@@ -279,17 +274,6 @@ fn killed_processes_recover_with_exactly_once_output() {
         explain_difference(&expected, &got)
     );
     assert_eq!(got, expected, "byte-identical after sorting");
-}
-
-/// The sorted lines of a file.
-fn sorted_lines(path: &Path) -> Vec<String> {
-    let mut lines: Vec<String> = std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .map(str::to_owned)
-        .collect();
-    lines.sort();
-    lines
 }
 
 /// `spate nexmark run --input FILE.jsonl --checkpoint-dir ...` with bad lines sent to a

@@ -3,7 +3,7 @@
 //! capacity the costly operator was given). Costs are waited, not computed, so the job's
 //! capacity is `workers / cost` on a 2-core machine as on a big one.
 
-use crate::{ok, rows_of_dir, spate};
+use crate::{ok, rows_of_dir, sorted_lines, spate};
 
 fn runs(out: &std::process::Output) -> Vec<serde_json::Value> {
     String::from_utf8_lossy(&out.stdout)
@@ -123,12 +123,7 @@ fn the_supervisor_rescales_a_cli_job_exactly() {
         .args(query)
         .args(["--events", events, "--no-progress", "--output"])
         .arg(&reference));
-    let mut expected: Vec<String> = std::fs::read_to_string(&reference)
-        .unwrap()
-        .lines()
-        .map(str::to_owned)
-        .collect();
-    expected.sort();
+    let expected = sorted_lines(&reference);
     let out = tmp.path().join("out");
     let run = ok(spate()
         .args(query)

@@ -20,7 +20,7 @@ use spate_types::{Sink, SinkContext, Source, SourceContext, SourceOutput, Source
 use crate::chaos::{
     explain_difference, kill_at_random, lost_and_duplicated, newest_checkpoint, setting, Rng,
 };
-use crate::{ok, spate};
+use crate::{ok, sorted_lines, spate};
 
 fn bootstrap() -> String {
     std::env::var("SPATE_KAFKA_BOOTSTRAP").expect(
@@ -129,13 +129,7 @@ fn a_kafka_job_takes_event_time_per_partition() {
             .args(["nexmark", "run", "--query", "q11", "--no-progress"])
             .args(["--input", input, "--workers", workers, "--output"])
             .arg(out));
-        let mut rows: Vec<String> = std::fs::read_to_string(out)
-            .unwrap()
-            .lines()
-            .map(str::to_owned)
-            .collect();
-        rows.sort();
-        rows
+        sorted_lines(out)
     };
     let expected = q11(gen.to_str().unwrap(), "1", &tmp.path().join("file.out"));
     assert!(expected.len() > 1000, "q11 has rows: {}", expected.len());

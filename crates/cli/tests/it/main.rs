@@ -35,6 +35,17 @@ pub fn ok(cmd: &mut Command) -> Output {
     out
 }
 
+/// The lines of the file at `path`, sorted.
+pub fn sorted_lines(path: &Path) -> Vec<String> {
+    let mut rows: Vec<String> = std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    rows.sort();
+    rows
+}
+
 /// The rows of every visible (published) part file in `dir`, sorted.
 pub fn rows_of_dir(dir: &Path) -> Vec<String> {
     let mut rows: Vec<String> = std::fs::read_dir(dir)

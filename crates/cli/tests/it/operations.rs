@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::{ok, rows_of_dir, spate};
+use crate::{ok, rows_of_dir, sorted_lines, spate};
 
 /// A job started in the background, with the URL it printed.
 struct Running {
@@ -152,12 +152,7 @@ fn a_running_job_is_watched_saved_and_stopped_from_the_cli() {
         .args(query)
         .args(["--events", EVENTS, "--no-progress", "--no-rest", "--output"])
         .arg(&reference));
-    let mut expected: Vec<String> = std::fs::read_to_string(&reference)
-        .unwrap()
-        .lines()
-        .map(str::to_owned)
-        .collect();
-    expected.sort();
+    let expected = sorted_lines(&reference);
 
     let (ckpt, out) = (tmp.path().join("ckpt"), tmp.path().join("out"));
     let (ckpt_s, out_s) = (ckpt.display().to_string(), out.display().to_string());

@@ -5,7 +5,7 @@
 use std::process::Stdio;
 use std::time::Duration;
 
-use crate::{ok, rows_of_dir, spate};
+use crate::{ok, rows_of_dir, sorted_lines, spate};
 
 const EVENTS: &str = "100000";
 
@@ -18,12 +18,7 @@ fn a_job_stopped_with_a_savepoint_resumes_on_other_workers_exactly() {
         .args(query)
         .args(["--events", EVENTS, "--no-progress", "--output"])
         .arg(&reference));
-    let mut expected: Vec<String> = std::fs::read_to_string(&reference)
-        .unwrap()
-        .lines()
-        .map(str::to_owned)
-        .collect();
-    expected.sort();
+    let expected = sorted_lines(&reference);
 
     // Paced to take about 5 s; stopped after 2 s with a savepoint.
     let (out, savepoint) = (tmp.path().join("out"), tmp.path().join("savepoint"));
