@@ -193,6 +193,7 @@ fn multiset(rows: &[String]) -> BTreeMap<&str, i64> {
 
 #[test]
 fn killed_processes_recover_with_exactly_once_output() {
+    let _exclusive = crate::exclusive();
     let events = setting("SPATE_CHAOS_EVENTS", 300_000);
     let kills = setting("SPATE_CHAOS_KILLS", 3);
     let seed = setting("SPATE_CHAOS_SEED", 42);
@@ -282,6 +283,7 @@ fn killed_processes_recover_with_exactly_once_output() {
 /// checkpointed offsets, the dead letters commit in two phases).
 #[test]
 fn jsonl_input_recovers_exactly_after_a_kill() {
+    let _exclusive = crate::exclusive();
     let events = setting("SPATE_CHAOS_JSONL_EVENTS", 150_000);
     let tmp = tempfile::tempdir().unwrap();
     let input = tmp.path().join("in.jsonl");

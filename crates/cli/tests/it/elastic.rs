@@ -17,6 +17,7 @@ fn runs(out: &std::process::Output) -> Vec<serde_json::Value> {
 /// run without any rescale (the exact counts) through every rescale.
 #[test]
 fn ds2_follows_a_stepped_rate_in_few_decisions_and_loses_nothing() {
+    let _exclusive = crate::exclusive();
     let out = ok(spate().args([
         "bench",
         "autoscale",
@@ -69,6 +70,7 @@ fn ds2_follows_a_stepped_rate_in_few_decisions_and_loses_nothing() {
 /// minimum; backpressure lets the backlog grow; a utility keeps the useful records.
 #[test]
 fn shedding_bounds_latency_at_overload_and_counts_what_it_drops() {
+    let _exclusive = crate::exclusive();
     let out = ok(spate().args(["bench", "shedding", "--loads", "0.5,1.5", "--seconds", "10"]));
     let runs = runs(&out);
     for r in &runs {

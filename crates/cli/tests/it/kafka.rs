@@ -150,6 +150,7 @@ fn a_kafka_job_takes_event_time_per_partition() {
 
 #[test]
 fn kafka_to_kafka_is_exactly_once_through_kill_9_and_fail_points() {
+    let _exclusive = crate::exclusive();
     let events = setting("SPATE_KAFKA_CHAOS_EVENTS", 1_000_000);
     let kills = setting("SPATE_KAFKA_CHAOS_KILLS", 6);
     let seed = setting("SPATE_KAFKA_CHAOS_SEED", 11);

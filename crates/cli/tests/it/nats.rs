@@ -88,6 +88,7 @@ fn publish_lines(stream: &str, subjects: &[String], lines: &[&str]) {
 
 #[test]
 fn jetstream_to_jetstream_is_exactly_once_through_kill_9_and_fail_points() {
+    let _exclusive = crate::exclusive();
     let started = Instant::now();
     let events = setting("SPATE_NATS_CHAOS_EVENTS", 600_000);
     let kills = setting("SPATE_NATS_CHAOS_KILLS", 6);
