@@ -40,6 +40,7 @@ use spate_metrics::{
 };
 
 use crate::config::{AutoscaleConfig, ScalingPolicy};
+use crate::controller::ControllerThread;
 use crate::view::Observer;
 
 /// Decisions kept in the snapshot.
@@ -210,20 +211,8 @@ impl Scaled for Supervised {
     }
 }
 
-/// A running autoscaler thread; dropping it stops the thread.
-pub(crate) struct Autoscaler {
-    done: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Drop for Autoscaler {
-    fn drop(&mut self) {
-        self.done.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
+/// The autoscaler of a running job, on a thread of its own.
+pub(crate) struct Autoscaler;
 
 impl Autoscaler {
     /// Starts scaling a job that runs on `workers` threads in each of `processes` processes.
@@ -232,7 +221,7 @@ impl Autoscaler {
         workers: usize,
         processes: usize,
         job: Arc<dyn Scaled>,
-    ) -> Autoscaler {
+    ) -> ControllerThread {
         let processes = processes.max(1);
         let total = workers * processes;
         let policy_name = match config.policy {
@@ -247,13 +236,9 @@ impl Autoscaler {
             window_ms: config.window.as_millis() as u64,
             ..Default::default()
         });
-        let done = Arc::new(AtomicBool::new(false));
-        let stop = Arc::clone(&done);
-        let thread = std::thread::Builder::new()
-            .name("spate-autoscaler".into())
-            .spawn(move || run(config, total, processes, job, stop))
-            .ok();
-        Autoscaler { done, thread }
+        ControllerThread::spawn("spate-autoscaler", move |stop| {
+            run(config, total, processes, job, stop)
+        })
     }
 }
 

@@ -51,6 +51,7 @@ pub mod checkpoint;
 pub mod cluster;
 pub mod config;
 pub mod connected;
+pub(crate) mod controller;
 pub mod dedup;
 pub mod env;
 pub mod execute;

@@ -33,6 +33,7 @@ use std::time::Duration;
 use spate_elasticity::shedding::{plan, OperatorLoad, ShedConfig};
 use spate_metrics::{JobSnapshot, SheddingSnapshot};
 
+use crate::controller::ControllerThread;
 use crate::view::Observer;
 
 /// How often the controller recomputes the drop fractions.
@@ -92,20 +93,8 @@ pub(crate) fn places(plan: &crate::plan::Plan) -> Vec<usize> {
 /// The plan op of [`DataStream::shed_by`](crate::DataStream::shed_by).
 pub(crate) const SHED_BY: &str = "shed_by";
 
-/// The running controller of one process; dropping it stops it.
-pub(crate) struct Shedder {
-    done: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Drop for Shedder {
-    fn drop(&mut self) {
-        self.done.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
+/// The load-shedding controller of one process, on a thread of its own.
+pub(crate) struct Shedder;
 
 impl Shedder {
     /// Starts controlling `control` for this process's `workers` threads, with headroom
@@ -116,14 +105,10 @@ impl Shedder {
         places: Vec<usize>,
         workers: usize,
         headroom: f64,
-    ) -> Shedder {
-        let done = Arc::new(AtomicBool::new(false));
-        let stop = Arc::clone(&done);
-        let thread = std::thread::Builder::new()
-            .name("spate-shedder".into())
-            .spawn(move || run(observer, control, places, workers, headroom, stop))
-            .ok();
-        Shedder { done, thread }
+    ) -> ControllerThread {
+        ControllerThread::spawn("spate-shedder", move |stop| {
+            run(observer, control, places, workers, headroom, stop)
+        })
     }
 }
 
