@@ -48,17 +48,18 @@ fn ds2_follows_a_stepped_rate_in_few_decisions_and_loses_nothing() {
     let low = steps[2]["workers_at_end"].as_u64().unwrap();
     assert!(low <= 2, "{run}");
     // The rate is held. The low steps end without a backlog. The high step ends with at most
-    // a tenth of its input waiting: a first decision taken on a window that still holds part
+    // a fifth of its input waiting: a first decision taken on a window that still holds part
     // of the low rate scales to 2, and on a machine busy with other tests 3 workers drain what
-    // came meanwhile slowly (a job left on 1 worker would end the step with half its input,
-    // about 130 000 records, waiting; the worker counts above check the decisions themselves).
+    // came meanwhile slowly (28 954 and 29 116 records, 11.5 % of the input, in two CI runs
+    // with the right decisions; a job left on 1 worker would end the step with half its
+    // input, about 130 000 records, waiting; the worker counts above check the decisions).
     for (i, s) in steps.iter().enumerate() {
         let (backlog, rate) = (
             s["backlog_at_end"].as_f64().unwrap(),
             s["rate"].as_f64().unwrap(),
         );
         let bound = if i == 1 {
-            0.1 * rate * s["seconds"].as_f64().unwrap()
+            0.2 * rate * s["seconds"].as_f64().unwrap()
         } else {
             rate
         };
