@@ -3,6 +3,7 @@
 //! ```text
 //! spate nexmark gen --events N [--seed S] [--rate R] --out FILE
 //! spate nexmark run --query q0 [--events N | --input FILE] [--workers W] [--processes P]
+//! spate sql [-i init.sql] [-f script.sql] [-D NAME=VALUE] [--workers W] [--processes P]
 //! spate bench nexmark [--queries q0,q1,q2,q3] [--events N | --input FILE] [--workers W]
 //! spate bench backpressure [--sink-rate R] [--seconds S]
 //! ```
@@ -15,6 +16,7 @@ mod elastic;
 mod nexmark;
 mod remote;
 mod rest;
+mod sql;
 mod util;
 
 use clap::{Parser, Subcommand};
@@ -40,6 +42,8 @@ enum Command {
     /// Nexmark: generate events or run a query.
     #[command(subcommand)]
     Nexmark(nexmark::NexmarkCommand),
+    /// Run Flink SQL scripts (`-f`), or an interactive SQL shell.
+    Sql(sql::SqlArgs),
     /// Benchmarks with machine-readable results, one JSON line each.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
@@ -85,6 +89,7 @@ fn main() {
     util::init_logging();
     let result = match cli.command {
         Command::Nexmark(cmd) => nexmark::run(cmd),
+        Command::Sql(args) => sql::run(args),
         Command::Bench(cmd) => bench::run(cmd),
         Command::List(access) => remote::list(&access),
         Command::Info(job) => remote::info(&job),

@@ -1,0 +1,219 @@
+//! `spate sql`: Flink SQL scripts and an interactive shell (Flink's SQL client, embedded mode).
+//!
+//! ```text
+//! spate sql [-i init.sql]... [-f script.sql] [-D NAME=VALUE]... [--workers W] [--processes P]
+//!           [--redirect TABLE=FILE]... [--checkpoint-dir D [--restore latest|PATH]]
+//! ```
+//!
+//! With `-f`, the script runs statement by statement and the first error ends it with a
+//! non-zero exit. Without it, a shell reads statements (ended by `;`, over several lines)
+//! with history in `~/.spate_sql_history`; `QUIT;` or Ctrl-D leaves it. `${NAME}` in any
+//! script is replaced by `-D NAME=VALUE` (as the Nexmark suite's scripts are written).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use spate_dataflow::{JobConfig, LaunchCommand};
+use spate_sql::{Outcome, Session};
+
+/// `spate sql`'s arguments.
+#[derive(Debug, Args)]
+pub struct SqlArgs {
+    /// Run this script (its statements, one after the other) and exit.
+    #[arg(short = 'f', long = "file")]
+    pub file: Option<PathBuf>,
+    /// Run these scripts first (DDL shared by several scripts), in order.
+    #[arg(short = 'i', long = "init")]
+    pub init: Vec<PathBuf>,
+    /// Replace `${NAME}` in the scripts with VALUE.
+    #[arg(short = 'D', long = "define", value_name = "NAME=VALUE", value_parser = parse_pair)]
+    pub define: Vec<(String, String)>,
+    /// Worker threads per process (`SET 'parallelism.default'` overrides it).
+    #[arg(long, default_value_t = 1)]
+    pub workers: usize,
+    /// Processes of each job (started and supervised on this machine).
+    #[arg(long, default_value_t = 1)]
+    pub processes: usize,
+    /// Write what is inserted into TABLE to FILE instead of the table's connector: one JSON
+    /// array per row (the format of `shared/nexmark`'s expected results).
+    #[arg(long, value_name = "TABLE=FILE", value_parser = parse_pair)]
+    pub redirect: Vec<(String, String)>,
+    /// Take exactly-once checkpoints into this directory.
+    #[arg(long)]
+    pub checkpoint_dir: Option<String>,
+    /// How often to checkpoint (`SET 'execution.checkpointing.interval'` overrides it).
+    #[arg(long, default_value = "1s", value_parser = crate::util::parse_duration)]
+    pub checkpoint_interval: std::time::Duration,
+    /// Restart strategy after a failure (as `spate nexmark run`'s).
+    #[arg(long, default_value = "exponential-delay")]
+    pub restart_strategy: spate_dataflow::RestartStrategy,
+    /// Start the (first) job from a checkpoint or savepoint: `latest` or a location.
+    #[arg(long, requires = "checkpoint_dir")]
+    pub restore: Option<String>,
+    /// In a process started by a job's supervisor: the job (0 for the script's first
+    /// INSERT or SELECT) this process belongs to.
+    #[arg(long, hide = true)]
+    pub job_index: Option<usize>,
+}
+
+fn parse_pair(s: &str) -> std::result::Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
+        _ => Err(format!("`{s}`: expected NAME=VALUE")),
+    }
+}
+
+/// Runs `spate sql`.
+pub fn run(args: SqlArgs) -> Result<()> {
+    let mut config = JobConfig::local(args.workers).with_processes(args.processes);
+    if let Some(dir) = &args.checkpoint_dir {
+        config.checkpoint_dir = Some(dir.clone());
+        config.checkpoint_interval = Some(args.checkpoint_interval);
+        config.restart_strategy = args.restart_strategy.clone();
+        config.restore = args.restore.clone();
+        config.supervise_single_process = true;
+    }
+    config.validate()?;
+    let mut session = Session::new(config);
+    session.redirects = args
+        .redirect
+        .iter()
+        .map(|(t, f)| (t.clone(), PathBuf::from(f)))
+        .collect();
+    session.only_job = args.job_index;
+    // The other processes of a job run this command again, for that job only.
+    let program = std::env::current_exe().context("cannot find this program")?;
+    let base: Vec<std::ffi::OsString> = std::env::args_os()
+        .skip(1)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .fold((Vec::new(), false), |(mut out, skip), a| {
+            if skip {
+                return (out, false);
+            }
+            if a == "--job-index" {
+                return (out, true);
+            }
+            out.push(a);
+            (out, false)
+        })
+        .0;
+    session.launch_for = Some(Arc::new(move |job| {
+        let mut args = base.clone();
+        args.push("--job-index".into());
+        args.push(job.to_string().into());
+        LaunchCommand::new(program.clone(), args)
+    }));
+    let quiet = args.job_index.is_some();
+    for init in &args.init {
+        run_file(&mut session, init, &args.define, quiet)?;
+    }
+    match &args.file {
+        Some(file) => run_file(&mut session, file, &args.define, quiet),
+        None => shell(&mut session, &args.define),
+    }
+}
+
+fn run_file(
+    session: &mut Session,
+    path: &PathBuf,
+    vars: &[(String, String)],
+    quiet: bool,
+) -> Result<()> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read the script {}", path.display()))?;
+    let text = spate_sql::parser::substitute(&text, vars)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    let statements = spate_sql::parser::parse_script(&text)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    for s in &statements {
+        match session.execute(s) {
+            Ok(Outcome::Info(text)) if !quiet && !text.is_empty() => eprintln!("{text}"),
+            Ok(_) => {}
+            Err(e) => bail!("{}: {e}", path.display()),
+        }
+    }
+    Ok(())
+}
+
+/// The interactive shell.
+fn shell(session: &mut Session, vars: &[(String, String)]) -> Result<()> {
+    use rustyline::error::ReadlineError;
+    let mut editor = rustyline::DefaultEditor::new().context("cannot start the line editor")?;
+    let history = std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".spate_sql_history"));
+    if let Some(h) = &history {
+        let _ = editor.load_history(h);
+    }
+    eprintln!("Spate SQL shell. End statements with `;`; `HELP;` lists them, `QUIT;` leaves.");
+    let mut buffer = String::new();
+    loop {
+        let prompt = if buffer.is_empty() {
+            "Spate SQL> "
+        } else {
+            "> "
+        };
+        let line = match editor.readline(prompt) {
+            Ok(line) => line,
+            Err(ReadlineError::Interrupted) => {
+                buffer.clear();
+                continue;
+            }
+            Err(ReadlineError::Eof) => break,
+            Err(e) => return Err(e.into()),
+        };
+        buffer.push_str(&line);
+        buffer.push('\n');
+        if !line.trim_end().ends_with(';') {
+            continue;
+        }
+        let text = std::mem::take(&mut buffer);
+        let _ = editor.add_history_entry(text.trim());
+        let command = text
+            .trim()
+            .trim_end_matches(';')
+            .trim()
+            .to_ascii_uppercase();
+        match command.as_str() {
+            "QUIT" | "EXIT" => break,
+            "HELP" => {
+                eprintln!("{HELP}");
+                continue;
+            }
+            "CLEAR" => {
+                eprint!("\x1b[2J\x1b[H");
+                continue;
+            }
+            _ => {}
+        }
+        let result = spate_sql::parser::substitute(&text, vars)
+            .and_then(|t| spate_sql::parser::parse_script(&t))
+            .and_then(|statements| {
+                for s in &statements {
+                    if let Outcome::Info(text) = session.execute(s)? {
+                        if !text.is_empty() {
+                            println!("{text}");
+                        }
+                    }
+                }
+                Ok(())
+            });
+        if let Err(e) = result {
+            eprintln!("[ERROR] {e}");
+        }
+    }
+    if let Some(h) = &history {
+        let _ = editor.save_history(h);
+    }
+    Ok(())
+}
+
+const HELP: &str = "\
+CREATE [TEMPORARY] TABLE t (col TYPE, c AS expr, WATERMARK FOR c AS c - INTERVAL '4' SECOND) WITH ('connector' = ...);
+CREATE VIEW v AS SELECT ...;      CREATE FUNCTION f AS 'class';
+SELECT ...;                       runs the query and prints its rows (+I[...])
+INSERT INTO t SELECT ...;         runs a job into t and waits for its end
+EXPLAIN SELECT ...;               DESCRIBE t;    SHOW TABLES|VIEWS|FUNCTIONS;
+SET 'key' = 'value';  SET;  RESET ['key'];    DROP TABLE|VIEW|FUNCTION [IF EXISTS] name;
+HELP;  CLEAR;  QUIT;";

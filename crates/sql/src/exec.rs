@@ -1,0 +1,384 @@
+//! Execution: a [`Plan`] built as Spate DataStream operators over [`SqlRow`]s.
+//!
+//! * A scan is a source that decodes each record straight into a row of the table's
+//!   columns, computed columns included, in the source's own decoder; the table's
+//!   `WATERMARK FOR` is the source's watermark strategy, so it runs per split (file range),
+//!   as Flink's sources do. The rowtime column is each row's event timestamp.
+//! * A filter is `filter`, a projection is `map`; the engine chains them with the source
+//!   into one operator.
+//! * A sink writes the rows in the table's connector's format.
+//!
+//! Operator names come from the plan (`scan.bid`, `filter`, `project`) for the dashboard
+//! and metrics; the engine derives each operator's uid from the job graph's structure, which
+//! the same SQL text always gives the same way.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use spate_connectors::files::json::{RowBuilder, RowDecoder};
+use spate_connectors::{DiscardSink, FileSink, JsonLinesSource, SingleFileSink};
+use spate_dataflow::{DataStream, StreamEnv, Timestamp, WatermarkGenerator, WatermarkStrategy};
+use spate_types::{
+    BadRecordPolicy, DataType, Field, Schema, Sink, SinkContext, SinkWriter, SpateError,
+    SpateResult,
+};
+
+use crate::catalog::Table;
+use crate::expr::Scalar;
+use crate::format::write_json_row;
+use crate::plan::{Node, Plan};
+use crate::types::{Datum, SqlRow, SqlType};
+use crate::SqlError;
+
+/// Builds `plan`'s operators on `env`.
+pub fn build(env: &StreamEnv, plan: &Plan) -> Result<DataStream<SqlRow>, SqlError> {
+    match &plan.node {
+        Node::Scan(table) => scan(env, table),
+        Node::Filter(input, predicate) => {
+            let predicate = predicate.clone();
+            Ok(build(env, input)?
+                .filter(move |row: &SqlRow| predicate.test(row))
+                .name("filter"))
+        }
+        Node::Project(input, exprs) => {
+            let exprs: Arc<[Scalar]> = exprs.clone().into();
+            Ok(build(env, input)?
+                .map(move |row: SqlRow| exprs.iter().map(|e| e.eval(&row)).collect())
+                .name("project"))
+        }
+    }
+}
+
+/// The types of a table's physical columns as a decoder's schema.
+fn schema_of<'a>(
+    columns: impl Iterator<Item = (&'a str, &'a SqlType)>,
+) -> Result<Schema, SqlError> {
+    let fields = columns
+        .map(|(name, ty)| Ok(Field::new(name, data_type(ty)?)))
+        .collect::<Result<Vec<_>, SqlError>>()?;
+    Schema::try_new(fields).map_err(SqlError::plan)
+}
+
+fn data_type(ty: &SqlType) -> Result<DataType, SqlError> {
+    Ok(match ty {
+        SqlType::Boolean => DataType::Bool,
+        SqlType::Int | SqlType::BigInt => DataType::Int64,
+        SqlType::Double => DataType::Float64,
+        SqlType::String => DataType::String,
+        SqlType::Timestamp => DataType::Timestamp,
+        SqlType::Row(fields) => {
+            DataType::Row(schema_of(fields.iter().map(|(n, t)| (n.as_str(), t)))?)
+        }
+        SqlType::Decimal(..) | SqlType::Interval | SqlType::Null => {
+            return Err(SqlError::plan(format!(
+                "a JSON column cannot be read as {ty} yet"
+            )))
+        }
+    })
+}
+
+/// Decodes JSON values straight into [`Datum`]s: the schema decoder's [`RowBuilder`].
+struct Datums;
+
+/// What [`Datums`] needs to build a row: which fields are timestamps (they arrive as
+/// epoch milliseconds, like integers).
+struct Shape(Vec<bool>);
+
+impl RowBuilder for Datums {
+    type Value = Datum;
+    type Shape = Shape;
+    fn shape(schema: &Schema) -> Shape {
+        Shape(
+            schema
+                .fields()
+                .iter()
+                .map(|f| f.data_type == DataType::Timestamp)
+                .collect(),
+        )
+    }
+    fn null() -> Datum {
+        Datum::Null
+    }
+    fn is_null(value: &Datum) -> bool {
+        value.is_null()
+    }
+    fn bool(b: bool) -> Datum {
+        Datum::Bool(b)
+    }
+    fn int(i: i64) -> Datum {
+        Datum::Int(i)
+    }
+    fn float(f: f64) -> Datum {
+        Datum::Double(f)
+    }
+    fn string(s: String) -> Datum {
+        Datum::Str(s.into())
+    }
+    fn row(shape: &Shape, mut values: Vec<Datum>) -> Datum {
+        for (v, &timestamp) in values.iter_mut().zip(&shape.0) {
+            if let (true, Datum::Int(ms)) = (timestamp, &*v) {
+                *v = Datum::Timestamp(*ms);
+            }
+        }
+        Datum::Row(values.into())
+    }
+}
+
+/// A source over `table` with its watermark strategy.
+fn scan(env: &StreamEnv, table: &Arc<Table>) -> Result<DataStream<SqlRow>, SqlError> {
+    let connector = table.connector()?;
+    let stream = match connector {
+        "filesystem" => {
+            let path = table
+                .option("path")
+                .or_else(|| table.option("connector.path"))
+                .ok_or_else(|| {
+                    SqlError::plan(format!("the filesystem table `{}` has no 'path'", table.name))
+                })?;
+            let format = table
+                .option("format")
+                .or_else(|| table.option("format.type"))
+                .unwrap_or("json");
+            if format != "json" {
+                return Err(SqlError::plan(format!(
+                    "the table `{}`: the filesystem source reads 'json' (JSON lines) for now, not '{format}'",
+                    table.name
+                )));
+            }
+            for column in table.physical() {
+                if matches!(column.ty, SqlType::Decimal(..)) {
+                    return Err(SqlError::plan(format!(
+                        "the table `{}`: DECIMAL column `{}` cannot be read from JSON yet",
+                        table.name, column.name
+                    )));
+                }
+            }
+            let schema = schema_of(table.physical().map(|c| (c.name.as_str(), &c.ty)))?;
+            let decoder = RowDecoder::<Datums>::with_builder(&schema);
+            let make = row_maker(table);
+            let policy = match table.option("json.ignore-parse-errors") {
+                Some("true") => BadRecordPolicy::Drop,
+                _ => BadRecordPolicy::Fail,
+            };
+            let source = JsonLinesSource::<SqlRow>::with_decoder(
+                PathBuf::from(path),
+                Arc::new(move |line: &[u8]| decoder.decode_row(line).map(&make)),
+            )
+            .policy(policy);
+            env.from_source(source)
+        }
+        other => {
+            return Err(SqlError::plan(format!(
+                "the table `{}`: the connector '{other}' cannot be read (sources: filesystem)",
+                table.name
+            )))
+        }
+    }
+    .name(&format!("scan.{}", table.name));
+    Ok(match &table.watermark {
+        Some((rowtime, watermark)) => {
+            let rowtime = *rowtime;
+            let watermark = watermark.clone();
+            stream.assign_timestamps_and_watermarks(
+                WatermarkStrategy::for_generator(move || SqlWatermark {
+                    expr: watermark.clone(),
+                    current: None,
+                })
+                .with_timestamp_assigner(move |row: &SqlRow, _| {
+                    match row.get(rowtime) {
+                        Some(Datum::Timestamp(ms)) => *ms,
+                        _ => spate_dataflow::time::NO_TIMESTAMP,
+                    }
+                }),
+            )
+        }
+        None => stream,
+    })
+}
+
+/// Turns a decoded physical row into the table's full row (computed columns evaluated).
+fn row_maker(table: &Table) -> impl Fn(Datum) -> SqlRow + Send + Sync + 'static {
+    let computed: Vec<Option<Scalar>> = table.columns.iter().map(|c| c.computed.clone()).collect();
+    let all_physical = computed.iter().all(Option::is_none);
+    move |decoded: Datum| {
+        let physical: Vec<Datum> = match decoded {
+            Datum::Row(values) => values.to_vec(),
+            _ => Vec::new(),
+        };
+        if all_physical {
+            return physical;
+        }
+        let mut row = Vec::with_capacity(computed.len());
+        let mut next = 0;
+        for c in &computed {
+            match c {
+                None => {
+                    row.push(physical.get(next).cloned().unwrap_or_default());
+                    next += 1;
+                }
+                Some(e) => row.push(e.eval(&physical)),
+            }
+        }
+        row
+    }
+}
+
+/// Flink SQL's watermark: the largest value the `WATERMARK FOR ... AS expr` expression has
+/// taken on the rows seen so far (Flink's `WatermarkAssignerOperator`: no `- 1 ms`, unlike
+/// the DataStream API's bounded out-of-orderness).
+struct SqlWatermark {
+    expr: Scalar,
+    current: Option<Timestamp>,
+}
+
+impl WatermarkGenerator<SqlRow> for SqlWatermark {
+    fn on_event(&mut self, row: &SqlRow, _timestamp: Timestamp) {
+        if let Datum::Timestamp(w) = self.expr.eval(row) {
+            self.current = Some(self.current.map_or(w, |c| c.max(w)));
+        }
+    }
+    fn on_periodic_emit(&mut self) -> Option<Timestamp> {
+        self.current
+    }
+}
+
+/// Where an `INSERT INTO`'s rows go.
+#[derive(Debug, Clone)]
+pub enum Target {
+    /// The table's own connector.
+    Table(Arc<Table>),
+    /// A file of JSON-array lines (`--redirect table=PATH`), whatever the table's connector:
+    /// one file, written by worker 0.
+    File(PathBuf),
+    /// Standard output, as the SQL client's changelog result mode (`+I[v1, v2]`): the
+    /// result of a `SELECT`. Holds the column names.
+    Print(Vec<String>),
+}
+
+/// Attaches the sink of `target` to `rows` (of `types`).
+pub fn sink(
+    rows: &DataStream<SqlRow>,
+    types: Vec<SqlType>,
+    target: &Target,
+) -> Result<(), SqlError> {
+    let types: Arc<[SqlType]> = types.into();
+    let encoder = {
+        let types = Arc::clone(&types);
+        Arc::new(move |row: &SqlRow, out: &mut Vec<u8>| {
+            write_json_row(row, &types, out);
+            out.push(b'\n');
+        })
+    };
+    match target {
+        Target::File(path) => {
+            rows.sink_to_single(SingleFileSink::with_encoder(path.clone(), encoder))
+                .name("sink");
+        }
+        Target::Print(_) => {
+            rows.sink_to(PrintSink { types }).name("print");
+        }
+        Target::Table(table) => match table.connector()? {
+            "blackhole" => {
+                rows.sink_to(DiscardSink::new()).name(&format!("sink.{}", table.name));
+            }
+            "print" => {
+                rows.sink_to(PrintSink { types }).name(&format!("sink.{}", table.name));
+            }
+            "filesystem" => {
+                let path = table.option("path").ok_or_else(|| {
+                    SqlError::plan(format!("the filesystem table `{}` has no 'path'", table.name))
+                })?;
+                let format = table.option("format").unwrap_or("json");
+                if format != "json" {
+                    return Err(SqlError::plan(format!(
+                        "the table `{}`: the filesystem sink writes 'json' for now, not '{format}'",
+                        table.name
+                    )));
+                }
+                rows.sink_to(FileSink::with_encoder(PathBuf::from(path), "json", encoder))
+                    .name(&format!("sink.{}", table.name));
+            }
+            other => {
+                return Err(SqlError::plan(format!(
+                    "the table `{}`: the connector '{other}' cannot be written (sinks: blackhole, print, filesystem)",
+                    table.name
+                )))
+            }
+        },
+    }
+    Ok(())
+}
+
+/// Flink's `print` connector: each row as `+I[v1, v2, ...]` on standard output (prefixed
+/// with `<worker>> ` when several workers print, as Flink's subtask prefix).
+struct PrintSink {
+    types: Arc<[SqlType]>,
+}
+
+impl Sink<SqlRow> for PrintSink {
+    fn name(&self) -> String {
+        "print".into()
+    }
+    fn create_writer(&self, ctx: &SinkContext) -> SpateResult<Box<dyn SinkWriter<SqlRow>>> {
+        Ok(Box::new(PrintWriter {
+            types: Arc::clone(&self.types),
+            prefix: if ctx.workers > 1 {
+                format!("{}> ", ctx.worker_index + 1)
+            } else {
+                String::new()
+            },
+            buf: String::new(),
+        }))
+    }
+}
+
+struct PrintWriter {
+    types: Arc<[SqlType]>,
+    prefix: String,
+    buf: String,
+}
+
+impl SinkWriter<SqlRow> for PrintWriter {
+    fn write_batch(&mut self, records: &mut Vec<SqlRow>) -> SpateResult<()> {
+        for row in records.drain(..) {
+            self.buf.push_str(&self.prefix);
+            self.buf.push_str("+I[");
+            for (i, (d, t)) in row.iter().zip(self.types.iter()).enumerate() {
+                if i > 0 {
+                    self.buf.push_str(", ");
+                }
+                crate::format::write_text(d, t, &mut self.buf);
+            }
+            self.buf.push_str("]\n");
+        }
+        if self.buf.len() > 64 << 10 {
+            self.flush()?;
+        }
+        Ok(())
+    }
+    fn tick(&mut self, _now: std::time::Instant) -> SpateResult<()> {
+        self.flush()
+    }
+    fn close(&mut self) -> SpateResult<()> {
+        self.flush()
+    }
+}
+
+impl PrintWriter {
+    fn flush(&mut self) -> SpateResult<()> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let mut out = std::io::stdout().lock();
+        let result = out
+            .write_all(self.buf.as_bytes())
+            .and_then(|()| out.flush());
+        self.buf.clear();
+        match result {
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+            Err(e) => Err(SpateError::io_context("cannot print to stdout", e)),
+            Ok(()) => Ok(()),
+        }
+    }
+}

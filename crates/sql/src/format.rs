@@ -1,0 +1,112 @@
+//! Rows as text: JSON arrays for files and tests (the format of `shared/nexmark`'s expected
+//! results), Flink's `+I[...]` for `print`, and a value's text for `CAST(x AS STRING)`.
+//!
+//! In JSON, `INT`/`BIGINT` are numbers, `DECIMAL` a string with exactly its scale's decimals
+//! (`"18002.008"`), `TIMESTAMP(3)` a `"YYYY-MM-DD HH:MM:SS.mmm"` string, `DOUBLE` a number,
+//! `ROW` an array of its fields, `NULL` `null`.
+
+use crate::types::{format_decimal, format_timestamp, Datum, SqlType};
+
+/// Appends `row` (of `types`) as a JSON array.
+pub fn write_json_row(row: &[Datum], types: &[SqlType], out: &mut Vec<u8>) {
+    out.push(b'[');
+    for (i, (d, t)) in row.iter().zip(types).enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write_json(d, t, out);
+    }
+    out.push(b']');
+}
+
+/// Appends one value as JSON.
+pub fn write_json(d: &Datum, ty: &SqlType, out: &mut Vec<u8>) {
+    match d {
+        Datum::Null => out.extend_from_slice(b"null"),
+        Datum::Bool(b) => out.extend_from_slice(if *b { b"true" } else { b"false" }),
+        Datum::Int(i) => out.extend_from_slice(i.to_string().as_bytes()),
+        Datum::Double(f) => match serde_json::Number::from_f64(*f) {
+            Some(n) => out.extend_from_slice(n.to_string().as_bytes()),
+            None => out.extend_from_slice(b"null"),
+        },
+        Datum::Decimal(_) | Datum::Timestamp(_) => {
+            let mut s = String::new();
+            write_text(d, ty, &mut s);
+            out.push(b'"');
+            out.extend_from_slice(s.as_bytes());
+            out.push(b'"');
+        }
+        Datum::Str(s) => {
+            // Writing a `str` into a `Vec` cannot fail.
+            let _ = serde_json::to_writer(&mut *out, &**s);
+        }
+        Datum::Row(fields) => {
+            let types: Vec<SqlType> = match ty {
+                SqlType::Row(f) => f.iter().map(|(_, t)| t.clone()).collect(),
+                _ => vec![SqlType::Null; fields.len()],
+            };
+            write_json_row(fields, &types, out);
+        }
+    }
+}
+
+/// Appends a value's text, as `CAST(x AS STRING)` gives it (`NULL` as `NULL`).
+pub fn write_text(d: &Datum, ty: &SqlType, out: &mut String) {
+    use std::fmt::Write;
+    match d {
+        Datum::Null => out.push_str("NULL"),
+        Datum::Bool(b) => out.push_str(if *b { "TRUE" } else { "FALSE" }),
+        Datum::Int(i) => {
+            let _ = write!(out, "{i}");
+        }
+        Datum::Double(f) => {
+            let _ = write!(out, "{f:?}");
+        }
+        Datum::Decimal(i) => format_decimal(*i, ty.scale(), out),
+        Datum::Timestamp(ms) => format_timestamp(*ms, out),
+        Datum::Str(s) => out.push_str(s),
+        Datum::Row(fields) => {
+            out.push('(');
+            for (i, f) in fields.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                let t = match ty {
+                    SqlType::Row(ts) => ts.get(i).map(|(_, t)| t.clone()).unwrap_or(SqlType::Null),
+                    _ => SqlType::Null,
+                };
+                write_text(f, &t, out);
+            }
+            out.push(')');
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_print_as_the_expected_results_do() {
+        let row = vec![
+            Datum::Int(1000),
+            Datum::Decimal(18_002_008),
+            Datum::Timestamp(1_704_067_204_400),
+            Datum::str("a\"b"),
+            Datum::Null,
+        ];
+        let types = [
+            SqlType::BigInt,
+            SqlType::Decimal(23, 3),
+            SqlType::Timestamp,
+            SqlType::String,
+            SqlType::BigInt,
+        ];
+        let mut out = Vec::new();
+        write_json_row(&row, &types, &mut out);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            r#"[1000,"18002.008","2024-01-01 00:00:04.400","a\"b",null]"#
+        );
+    }
+}

@@ -1,0 +1,86 @@
+//! Spate's streaming SQL: Flink SQL texts planned onto Spate's own DataStream operators.
+//!
+//! ```text
+//!   script text ──parser──▶ statements ──catalog (DDL)──▶ tables, views, functions
+//!                                 │
+//!                   INSERT/SELECT ┴──plan (bind, type)──▶ Plan ──exec──▶ DataStream<SqlRow> ──▶ job
+//! ```
+//!
+//! * [`parser`]: statements, parsed with `sqlparser` (queries) and Flink's DDL on its tokens.
+//! * [`catalog`]: tables (columns, computed columns, watermark, connector options), views and
+//!   functions.
+//! * [`plan`]: a query bound against the catalog into operators, with types, names and the
+//!   rowtime column.
+//! * [`expr`]: scalar expressions, bound and typed with Flink's rules, evaluated per row.
+//! * [`functions`]: Flink's built-in scalar functions (`DATE_FORMAT`, `REGEXP_EXTRACT`, ...).
+//! * [`exec`]: plans built as DataStream operators; the connectors' sources and sinks.
+//! * [`types`]: SQL types and the [`Datum`]s of a [`SqlRow`]; [`format`]: rows as text.
+//! * [`Session`]: a catalog, settings and the job configuration; runs statements.
+//!
+//! This crate is the only one that names `sqlparser`. It plans with its own binder rather
+//! than DataFusion's logical layer: DataFusion's planner brings ~75 crates (Arrow among them)
+//! whose build would take most of CI's budget on two cores, and Spate needs its own
+//! streaming planner (time attributes, changelogs, windows) on top of it anyway.
+//!
+//! What a script can do today: Flink's DDL (`CREATE TABLE` with computed columns,
+//! `WATERMARK FOR`, `ROW<...>` types, `PRIMARY KEY ... NOT ENFORCED`, `WITH` options),
+//! views, `CREATE FUNCTION` for the functions Spate implements, and `INSERT INTO` / `SELECT`
+//! of projections and filters with Flink's expressions and functions, over the
+//! `filesystem` connector (JSON lines) into `blackhole`, `print` and `filesystem`.
+//! Aggregations, windows and joins are planning errors that say so.
+
+pub mod catalog;
+pub mod exec;
+pub mod expr;
+pub mod format;
+pub mod functions;
+pub mod parser;
+pub mod plan;
+pub mod session;
+pub mod types;
+
+pub use session::{Outcome, Session};
+pub use types::{Datum, SqlRow, SqlType};
+
+/// An error of a SQL statement: one line naming the problem.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SqlError {
+    /// The text does not parse (the message says where).
+    #[error("SQL parse error: {0}")]
+    Parse(String),
+    /// The statement parses but cannot be planned (an unknown column, a type mismatch, an
+    /// unsupported construct).
+    #[error("{0}")]
+    Plan(String),
+    /// The job failed.
+    #[error("the job failed: {0}")]
+    Run(String),
+}
+
+impl SqlError {
+    /// A planning error.
+    pub fn plan(message: impl Into<String>) -> Self {
+        SqlError::Plan(message.into())
+    }
+
+    /// A parse error from `sqlparser`.
+    pub fn parse(e: sqlparser::parser::ParserError) -> Self {
+        let text = match e {
+            sqlparser::parser::ParserError::TokenizerError(s)
+            | sqlparser::parser::ParserError::ParserError(s) => s,
+            sqlparser::parser::ParserError::RecursionLimitExceeded => {
+                "the statement is nested too deeply".into()
+            }
+        };
+        SqlError::Parse(text)
+    }
+
+    /// The error with `what` in front (`what: message`).
+    pub fn context(self, what: impl std::fmt::Display) -> Self {
+        match self {
+            SqlError::Parse(m) => SqlError::Parse(format!("{what}: {m}")),
+            SqlError::Plan(m) => SqlError::Plan(format!("{what}: {m}")),
+            SqlError::Run(m) => SqlError::Run(format!("{what}: {m}")),
+        }
+    }
+}

@@ -1,0 +1,419 @@
+//! Planning: a query's AST bound against the catalog into a tree of [`Plan`] nodes, each
+//! with its output columns, its rowtime column (Flink's time attribute) and whether it is
+//! append-only.
+//!
+//! A node is one of Spate's operators to be: a scan is a source with its watermark strategy,
+//! a filter and a projection are chained `filter`/`map` calls ([`crate::exec`] builds them).
+//! Views are inlined where they are named, as Flink's planner does.
+
+use std::sync::Arc;
+
+use sqlparser::ast::{
+    Expr, Query, Select, SelectItem, SelectItemQualifiedWildcardKind, SetExpr, TableFactor,
+};
+
+use crate::catalog::{column_name, Catalog, Table};
+use crate::expr::{self, Column, Scalar, Scope, Typed};
+use crate::types::SqlType;
+use crate::SqlError;
+
+/// A plan node and what it gives.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// The operator.
+    pub node: Node,
+    /// The columns of its rows, with the names they are known by.
+    pub scope: Scope,
+    /// The position of the rowtime column (the records' event time), if the rows have one.
+    pub rowtime: Option<usize>,
+}
+
+/// The operators of a plan.
+#[derive(Debug, Clone)]
+pub enum Node {
+    /// Reads a table (its connector), with the table's watermark.
+    Scan(Arc<Table>),
+    /// Keeps the rows on which the predicate is `TRUE`.
+    Filter(Box<Plan>, Scalar),
+    /// Computes each output column from the input row.
+    Project(Box<Plan>, Vec<Scalar>),
+}
+
+impl Plan {
+    /// The output column types.
+    pub fn types(&self) -> Vec<SqlType> {
+        self.scope.columns.iter().map(|c| c.ty.clone()).collect()
+    }
+
+    /// The plan as indented text, one node a line (`EXPLAIN`).
+    pub fn explain(&self) -> String {
+        let mut out = String::new();
+        self.explain_into(0, &mut out);
+        out
+    }
+
+    fn explain_into(&self, depth: usize, out: &mut String) {
+        use std::fmt::Write;
+        let cols: Vec<String> = self
+            .scope
+            .columns
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let time = if Some(i) == self.rowtime {
+                    " *ROWTIME*"
+                } else {
+                    ""
+                };
+                format!("{} {}{time}", c.name, c.ty)
+            })
+            .collect();
+        let _ = write!(out, "{:indent$}", "", indent = depth * 2);
+        match &self.node {
+            Node::Scan(t) => {
+                let _ = writeln!(
+                    out,
+                    "Scan {} connector={} [{}]",
+                    t.name,
+                    t.option("connector").unwrap_or("?"),
+                    cols.join(", ")
+                );
+            }
+            Node::Filter(input, p) => {
+                let _ = writeln!(out, "Filter {p:?}");
+                input.explain_into(depth + 1, out);
+            }
+            Node::Project(input, _) => {
+                let _ = writeln!(out, "Project [{}]", cols.join(", "));
+                input.explain_into(depth + 1, out);
+            }
+        }
+    }
+}
+
+/// Plans `query` over `catalog`.
+pub fn plan_query(query: &Query, catalog: &Catalog) -> Result<Plan, SqlError> {
+    Planner { catalog, depth: 0 }.query(query)
+}
+
+struct Planner<'a> {
+    catalog: &'a Catalog,
+    /// How deep views are nested (a view that names itself is an error, not a stack overflow).
+    depth: usize,
+}
+
+impl Planner<'_> {
+    fn query(&self, query: &Query) -> Result<Plan, SqlError> {
+        if query.with.is_some() {
+            return Err(SqlError::plan(
+                "WITH (common table expressions) is not supported yet",
+            ));
+        }
+        if query.order_by.is_some() {
+            return Err(SqlError::plan(
+                "ORDER BY is not supported on streams (Flink sorts streams only by their rowtime)",
+            ));
+        }
+        if query.limit_clause.is_some() || query.fetch.is_some() {
+            return Err(SqlError::plan("LIMIT is not supported on streams"));
+        }
+        self.set_expr(&query.body)
+    }
+
+    fn set_expr(&self, body: &SetExpr) -> Result<Plan, SqlError> {
+        match body {
+            SetExpr::Select(select) => self.select(select),
+            SetExpr::Query(q) => self.query(q),
+            other => Err(SqlError::plan(format!("`{other}` is not supported yet"))),
+        }
+    }
+
+    fn select(&self, select: &Select) -> Result<Plan, SqlError> {
+        if select.distinct.is_some() {
+            return Err(SqlError::plan("SELECT DISTINCT is not supported yet"));
+        }
+        let mut input = match select.from.as_slice() {
+            [] => return Err(SqlError::plan("a SELECT without FROM is not supported")),
+            [one] if one.joins.is_empty() => self.relation(&one.relation)?,
+            _ => return Err(SqlError::plan("joins are not supported yet")),
+        };
+        if let Some(predicate) = &select.selection {
+            let bound = expr::bind(predicate, &input.scope, self.catalog)?;
+            if !matches!(bound.ty, SqlType::Boolean | SqlType::Null) {
+                return Err(SqlError::plan(format!(
+                    "WHERE needs a BOOLEAN condition, not {}: `{predicate}`",
+                    bound.ty
+                )));
+            }
+            let scope = input.scope.clone();
+            let rowtime = input.rowtime;
+            input = Plan {
+                node: Node::Filter(Box::new(input), bound.expr),
+                scope,
+                rowtime,
+            };
+        }
+        let grouped = match &select.group_by {
+            sqlparser::ast::GroupByExpr::Expressions(e, _) => !e.is_empty(),
+            sqlparser::ast::GroupByExpr::All(_) => true,
+        };
+        if grouped || select.having.is_some() {
+            return Err(SqlError::plan("GROUP BY is not supported yet"));
+        }
+        self.project(input, &select.projection)
+    }
+
+    /// The select list over `input`.
+    fn project(&self, input: Plan, items: &[SelectItem]) -> Result<Plan, SqlError> {
+        let mut exprs: Vec<(String, Typed)> = Vec::new();
+        for item in items {
+            match item {
+                SelectItem::UnnamedExpr(e) => {
+                    let bound = expr::bind(e, &input.scope, self.catalog)?;
+                    let name = column_name(e).unwrap_or_else(|| format!("EXPR${}", exprs.len()));
+                    exprs.push((name, bound));
+                }
+                SelectItem::ExprWithAlias { expr: e, alias } => {
+                    let bound = expr::bind(e, &input.scope, self.catalog)?;
+                    exprs.push((alias.value.clone(), bound));
+                }
+                SelectItem::Wildcard(_) => {
+                    for (i, c) in input.scope.columns.iter().enumerate() {
+                        exprs.push((c.name.clone(), whole(i, &c.ty)));
+                    }
+                }
+                SelectItem::QualifiedWildcard(
+                    SelectItemQualifiedWildcardKind::ObjectName(name),
+                    _,
+                ) => {
+                    let q = name.to_string();
+                    let q = q.trim_matches('`');
+                    let before = exprs.len();
+                    for (i, c) in input.scope.columns.iter().enumerate() {
+                        if c.qualifier.as_deref() == Some(q) {
+                            exprs.push((c.name.clone(), whole(i, &c.ty)));
+                        }
+                    }
+                    if exprs.len() == before {
+                        return Err(SqlError::plan(format!("`{q}.*`: no table `{q}` in FROM")));
+                    }
+                }
+                other => return Err(SqlError::plan(format!("`{other}` is not supported"))),
+            }
+        }
+        // The rowtime goes through a projection that keeps its column as it is.
+        let rowtime = input.rowtime.and_then(|t| {
+            exprs
+                .iter()
+                .position(|(_, e)| matches!(e.expr, Scalar::Col(i) if i == t))
+        });
+        // A projection that keeps every column in order is no operator.
+        let identity = exprs.len() == input.scope.columns.len()
+            && exprs.iter().enumerate().all(|(i, (name, e))| {
+                matches!(e.expr, Scalar::Col(j) if j == i) && *name == input.scope.columns[i].name
+            });
+        let scope = Scope::new(
+            exprs
+                .iter()
+                .map(|(name, e)| Column {
+                    qualifier: None,
+                    name: name.clone(),
+                    ty: e.ty.clone(),
+                })
+                .collect(),
+        );
+        if identity {
+            return Ok(Plan {
+                scope,
+                rowtime,
+                ..input
+            });
+        }
+        Ok(Plan {
+            node: Node::Project(
+                Box::new(input),
+                exprs.into_iter().map(|(_, e)| e.expr).collect(),
+            ),
+            scope,
+            rowtime,
+        })
+    }
+
+    /// A FROM item.
+    fn relation(&self, factor: &TableFactor) -> Result<Plan, SqlError> {
+        match factor {
+            TableFactor::Table {
+                name, alias, args, ..
+            } => {
+                if args.is_some() {
+                    return Err(SqlError::plan(format!(
+                        "the table function `{factor}` is not supported yet"
+                    )));
+                }
+                let name = name
+                    .0
+                    .last()
+                    .and_then(|p| p.as_ident())
+                    .map(|i| i.value.clone())
+                    .unwrap_or_default();
+                let qualifier = alias
+                    .as_ref()
+                    .map_or(name.clone(), |a| a.name.value.clone());
+                let mut plan = if let Some(table) = self.catalog.table(&name) {
+                    Plan {
+                        scope: table.scope(&name),
+                        rowtime: table.watermark.as_ref().map(|(i, _)| *i),
+                        node: Node::Scan(Arc::clone(table)),
+                    }
+                } else if let Some(view) = self.catalog.view(&name) {
+                    if self.depth > 32 {
+                        return Err(SqlError::plan(format!(
+                            "the view `{name}` is defined in terms of itself"
+                        )));
+                    }
+                    Planner {
+                        catalog: self.catalog,
+                        depth: self.depth + 1,
+                    }
+                    .query(view)
+                    .map_err(|e| e.context(format!("the view `{name}`")))?
+                } else {
+                    return Err(SqlError::plan(format!("no table or view named `{name}`")));
+                };
+                requalify(&mut plan.scope, &qualifier);
+                Ok(plan)
+            }
+            TableFactor::Derived {
+                subquery, alias, ..
+            } => {
+                let mut plan = self.query(subquery)?;
+                match alias {
+                    Some(a) => requalify(&mut plan.scope, &a.name.value),
+                    None => {
+                        for c in &mut plan.scope.columns {
+                            c.qualifier = None;
+                        }
+                    }
+                }
+                Ok(plan)
+            }
+            other => Err(SqlError::plan(format!(
+                "`{other}` in FROM is not supported yet"
+            ))),
+        }
+    }
+}
+
+/// Column `i` as an expression.
+fn whole(i: usize, ty: &SqlType) -> Typed {
+    Typed {
+        expr: Scalar::Col(i),
+        ty: ty.clone(),
+    }
+}
+
+fn requalify(scope: &mut Scope, qualifier: &str) {
+    for c in &mut scope.columns {
+        c.qualifier = Some(qualifier.to_string());
+    }
+    scope.computed.clear();
+}
+
+/// The plan `input` made to fit a table's columns: the same number, each converted to the
+/// column's type (`INSERT INTO` maps the query's columns to the table's by position, as
+/// Flink does).
+pub fn fit_to(input: Plan, table: &Table, columns: &[String]) -> Result<Plan, SqlError> {
+    let targets: Vec<(String, SqlType)> = if columns.is_empty() {
+        table
+            .physical()
+            .map(|c| (c.name.clone(), c.ty.clone()))
+            .collect()
+    } else {
+        let mut targets = Vec::new();
+        for name in columns {
+            let Some(c) = table.physical().find(|c| &c.name == name) else {
+                return Err(SqlError::plan(format!(
+                    "INSERT INTO {}: the table has no column `{name}`",
+                    table.name
+                )));
+            };
+            targets.push((c.name.clone(), c.ty.clone()));
+        }
+        if targets.len() != table.physical().count() {
+            return Err(SqlError::plan(format!(
+                "INSERT INTO {}: a column list must name every column of the table (partial inserts are not supported)",
+                table.name
+            )));
+        }
+        targets
+    };
+    if targets.len() != input.scope.columns.len() {
+        return Err(SqlError::plan(format!(
+            "INSERT INTO {}: the query gives {} columns, the table has {}",
+            table.name,
+            input.scope.columns.len(),
+            targets.len()
+        )));
+    }
+    let mut exprs = Vec::with_capacity(targets.len());
+    let mut changed = false;
+    for (i, ((name, ty), col)) in targets.iter().zip(&input.scope.columns).enumerate() {
+        let from = Typed {
+            expr: Scalar::Col(i),
+            ty: col.ty.clone(),
+        };
+        let fits = col.ty == *ty
+            || col.ty == SqlType::Null
+            || (col.ty.is_integer() && ty.is_integer())
+            || (col.ty.is_numeric() && ty.is_numeric())
+            || (*ty == SqlType::String && col.ty == SqlType::String);
+        if !fits {
+            return Err(SqlError::plan(format!(
+                "INSERT INTO {}: the column `{name}` is {ty}, the query gives {} (`{}`)",
+                table.name, col.ty, col.name
+            )));
+        }
+        let converted = expr::coerce(from, ty);
+        changed |= !matches!(converted.expr, Scalar::Col(_));
+        exprs.push((name.clone(), converted));
+    }
+    let scope = Scope::new(
+        exprs
+            .iter()
+            .map(|(name, e)| Column {
+                qualifier: None,
+                name: name.clone(),
+                ty: e.ty.clone(),
+            })
+            .collect(),
+    );
+    if !changed {
+        return Ok(Plan { scope, ..input });
+    }
+    let rowtime = input.rowtime;
+    Ok(Plan {
+        node: Node::Project(
+            Box::new(input),
+            exprs.into_iter().map(|(_, e)| e.expr).collect(),
+        ),
+        scope,
+        rowtime,
+    })
+}
+
+/// The table's physical columns as `Column`s (the rows a sink writes).
+pub fn physical_columns(table: &Table) -> Vec<Column> {
+    table
+        .physical()
+        .map(|c| Column {
+            qualifier: None,
+            name: c.name.clone(),
+            ty: c.ty.clone(),
+        })
+        .collect()
+}
+
+/// An expression tree's text for messages.
+pub fn expr_text(e: &Expr) -> String {
+    e.to_string()
+}
