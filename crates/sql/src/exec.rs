@@ -18,12 +18,15 @@ use std::sync::Arc;
 
 use spate_connectors::files::json::{RowBuilder, RowDecoder};
 use spate_connectors::{DiscardSink, FileSink, JsonLinesSource, SingleFileSink};
-use spate_dataflow::{DataStream, StreamEnv, Timestamp, WatermarkGenerator, WatermarkStrategy};
+use spate_dataflow::{
+    Change, DataStream, RowKind, StreamEnv, Timestamp, WatermarkGenerator, WatermarkStrategy,
+};
 use spate_types::{
     BadRecordPolicy, DataType, Field, Schema, Sink, SinkContext, SinkWriter, SpateError,
     SpateResult,
 };
 
+use crate::agg::GroupAggregate;
 use crate::catalog::Table;
 use crate::expr::Scalar;
 use crate::format::write_json_row;
@@ -31,23 +34,63 @@ use crate::plan::{Node, Plan};
 use crate::types::{Datum, SqlRow, SqlType};
 use crate::SqlError;
 
+/// A plan's rows as a stream: inserts only, or a changelog.
+pub enum Rows {
+    /// Inserts only.
+    Append(DataStream<SqlRow>),
+    /// A changelog (`+I -U +U -D`).
+    Changes(DataStream<Change<SqlRow>>),
+}
+
 /// Builds `plan`'s operators on `env`.
-pub fn build(env: &StreamEnv, plan: &Plan) -> Result<DataStream<SqlRow>, SqlError> {
-    match &plan.node {
-        Node::Scan(table) => scan(env, table),
+pub fn build(env: &StreamEnv, plan: &Plan) -> Result<Rows, SqlError> {
+    Ok(match &plan.node {
+        Node::Scan(table) => Rows::Append(scan(env, table)?),
         Node::Filter(input, predicate) => {
             let predicate = predicate.clone();
-            Ok(build(env, input)?
-                .filter(move |row: &SqlRow| predicate.test(row))
-                .name("filter"))
+            match build(env, input)? {
+                Rows::Append(s) => Rows::Append(
+                    s.filter(move |row: &SqlRow| predicate.test(row))
+                        .name("filter"),
+                ),
+                Rows::Changes(s) => Rows::Changes(
+                    s.filter(move |c: &Change<SqlRow>| predicate.test(&c.row))
+                        .name("filter"),
+                ),
+            }
         }
         Node::Project(input, exprs) => {
             let exprs: Arc<[Scalar]> = exprs.clone().into();
-            Ok(build(env, input)?
-                .map(move |row: SqlRow| exprs.iter().map(|e| e.eval(&row)).collect())
-                .name("project"))
+            match build(env, input)? {
+                Rows::Append(s) => Rows::Append(
+                    s.map(move |row: SqlRow| exprs.iter().map(|e| e.eval(&row)).collect())
+                        .name("project"),
+                ),
+                Rows::Changes(s) => Rows::Changes(
+                    s.map(move |c: Change<SqlRow>| Change {
+                        kind: c.kind,
+                        row: exprs.iter().map(|e| e.eval(&c.row)).collect(),
+                    })
+                    .name("project"),
+                ),
+            }
         }
-    }
+        Node::Aggregate(input, keys, calls) => {
+            let Rows::Append(s) = build(env, input)? else {
+                return Err(SqlError::plan(
+                    "an aggregate over an updating (changelog) input is not supported yet",
+                ));
+            };
+            let keys: Arc<[Scalar]> = keys.clone().into();
+            Rows::Changes(
+                s.key_by(move |row: &SqlRow| keys.iter().map(|k| k.eval(row)).collect::<SqlRow>())
+                    .updating(GroupAggregate {
+                        calls: calls.clone().into(),
+                    })
+                    .name("group-aggregate"),
+            )
+        }
+    })
 }
 
 /// The types of a table's physical columns as a decoder's schema.
@@ -256,17 +299,39 @@ pub enum Target {
     Print(Vec<String>),
 }
 
-/// Attaches the sink of `target` to `rows` (of `types`).
-pub fn sink(
-    rows: &DataStream<SqlRow>,
-    types: Vec<SqlType>,
-    target: &Target,
-) -> Result<(), SqlError> {
+/// Attaches the sink of `target` to `rows` (of `types`). A changelog is written with each
+/// row's kind in front (`+I\t[...]` in files, `-U[...]` when printed).
+pub fn sink(rows: Rows, types: Vec<SqlType>, target: &Target) -> Result<(), SqlError> {
     let types: Arc<[SqlType]> = types.into();
+    let rows: DataStream<Change<SqlRow>> = match rows {
+        Rows::Append(s) => {
+            // Appends are written without a kind; one code path for both.
+            s.map(|row| Change {
+                kind: RowKind::Insert,
+                row,
+            })
+            .name("rows")
+        }
+        Rows::Changes(s) => {
+            if let Target::Table(t) = target {
+                if t.connector()? == "filesystem" {
+                    return Err(SqlError::plan(format!(
+                        "the table `{}`: the filesystem sink takes inserts only, and this query's result updates (Flink: \"doesn't support consuming update changes\")",
+                        t.name
+                    )));
+                }
+            }
+            s
+        }
+    };
     let encoder = {
         let types = Arc::clone(&types);
-        Arc::new(move |row: &SqlRow, out: &mut Vec<u8>| {
-            write_json_row(row, &types, out);
+        Arc::new(move |c: &Change<SqlRow>, out: &mut Vec<u8>| {
+            if c.kind != RowKind::Insert {
+                out.extend_from_slice(c.kind.short_string().as_bytes());
+                out.push(b'\t');
+            }
+            write_json_row(&c.row, &types, out);
             out.push(b'\n');
         })
     };
@@ -316,11 +381,11 @@ struct PrintSink {
     types: Arc<[SqlType]>,
 }
 
-impl Sink<SqlRow> for PrintSink {
+impl Sink<Change<SqlRow>> for PrintSink {
     fn name(&self) -> String {
         "print".into()
     }
-    fn create_writer(&self, ctx: &SinkContext) -> SpateResult<Box<dyn SinkWriter<SqlRow>>> {
+    fn create_writer(&self, ctx: &SinkContext) -> SpateResult<Box<dyn SinkWriter<Change<SqlRow>>>> {
         Ok(Box::new(PrintWriter {
             types: Arc::clone(&self.types),
             prefix: if ctx.workers > 1 {
@@ -339,11 +404,12 @@ struct PrintWriter {
     buf: String,
 }
 
-impl SinkWriter<SqlRow> for PrintWriter {
-    fn write_batch(&mut self, records: &mut Vec<SqlRow>) -> SpateResult<()> {
-        for row in records.drain(..) {
+impl SinkWriter<Change<SqlRow>> for PrintWriter {
+    fn write_batch(&mut self, records: &mut Vec<Change<SqlRow>>) -> SpateResult<()> {
+        for Change { kind, row } in records.drain(..) {
             self.buf.push_str(&self.prefix);
-            self.buf.push_str("+I[");
+            self.buf.push_str(kind.short_string());
+            self.buf.push('[');
             for (i, (d, t)) in row.iter().zip(self.types.iter()).enumerate() {
                 if i > 0 {
                     self.buf.push_str(", ");

@@ -29,6 +29,7 @@
 //! `filesystem` connector (JSON lines) into `blackhole`, `print` and `filesystem`.
 //! Aggregations, windows and joins are planning errors that say so.
 
+pub mod agg;
 pub mod catalog;
 pub mod exec;
 pub mod expr;

@@ -9,9 +9,11 @@
 use std::sync::Arc;
 
 use sqlparser::ast::{
-    Expr, Query, Select, SelectItem, SelectItemQualifiedWildcardKind, SetExpr, TableFactor,
+    DuplicateTreatment, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, GroupByExpr, Query,
+    Select, SelectItem, SelectItemQualifiedWildcardKind, SetExpr, TableFactor,
 };
 
+use crate::agg::{AggCall, AggFunc};
 use crate::catalog::{column_name, Catalog, Table};
 use crate::expr::{self, Column, Scalar, Scope, Typed};
 use crate::types::SqlType;
@@ -26,6 +28,8 @@ pub struct Plan {
     pub scope: Scope,
     /// The position of the rowtime column (the records' event time), if the rows have one.
     pub rowtime: Option<usize>,
+    /// Whether the rows are a changelog (`+I -U +U -D`) rather than inserts only.
+    pub updating: bool,
 }
 
 /// The operators of a plan.
@@ -37,6 +41,9 @@ pub enum Node {
     Filter(Box<Plan>, Scalar),
     /// Computes each output column from the input row.
     Project(Box<Plan>, Vec<Scalar>),
+    /// An unbounded `GROUP BY`: per key (the values of the key expressions), the
+    /// aggregates; the output is the keys, then the aggregates, as a changelog.
+    Aggregate(Box<Plan>, Vec<Scalar>, Vec<AggCall>),
 }
 
 impl Plan {
@@ -85,6 +92,17 @@ impl Plan {
             }
             Node::Project(input, _) => {
                 let _ = writeln!(out, "Project [{}]", cols.join(", "));
+                input.explain_into(depth + 1, out);
+            }
+            Node::Aggregate(input, keys, calls) => {
+                let funcs: Vec<String> = calls.iter().map(|c| format!("{:?}", c.func)).collect();
+                let _ = writeln!(
+                    out,
+                    "GroupAggregate keys={} aggs=[{}] changelog [{}]",
+                    keys.len(),
+                    funcs.join(", "),
+                    cols.join(", ")
+                );
                 input.explain_into(depth + 1, out);
             }
         }
@@ -145,20 +163,27 @@ impl Planner<'_> {
                     bound.ty
                 )));
             }
-            let scope = input.scope.clone();
-            let rowtime = input.rowtime;
-            input = Plan {
-                node: Node::Filter(Box::new(input), bound.expr),
-                scope,
-                rowtime,
-            };
+            input = filter(input, bound.expr);
         }
-        let grouped = match &select.group_by {
-            sqlparser::ast::GroupByExpr::Expressions(e, _) => !e.is_empty(),
-            sqlparser::ast::GroupByExpr::All(_) => true,
+        let keys = match &select.group_by {
+            GroupByExpr::Expressions(e, _) => e.clone(),
+            GroupByExpr::All(_) => return Err(SqlError::plan("GROUP BY ALL is not supported")),
         };
-        if grouped || select.having.is_some() {
-            return Err(SqlError::plan("GROUP BY is not supported yet"));
+        let mut calls = Vec::new();
+        for item in &select.projection {
+            if let SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } = item {
+                collect_aggregates(e, &mut calls);
+            }
+        }
+        if let Some(h) = &select.having {
+            collect_aggregates(h, &mut calls);
+        }
+        if !keys.is_empty() || !calls.is_empty() || select.having.is_some() {
+            input = self.aggregate(input, &keys, &calls)?;
+            if let Some(h) = &select.having {
+                let bound = expr::bind(h, &input.scope, self.catalog)?;
+                input = filter(input, bound.expr);
+            }
         }
         self.project(input, &select.projection)
     }
@@ -229,6 +254,7 @@ impl Planner<'_> {
                 ..input
             });
         }
+        let updating = input.updating;
         Ok(Plan {
             node: Node::Project(
                 Box::new(input),
@@ -236,6 +262,124 @@ impl Planner<'_> {
             ),
             scope,
             rowtime,
+            updating,
+        })
+    }
+
+    /// A `GROUP BY` of `keys` computing `calls` (the aggregate calls of the select list and
+    /// `HAVING`) over `input`.
+    fn aggregate(
+        &self,
+        input: Plan,
+        keys: &[Expr],
+        calls: &[sqlparser::ast::Function],
+    ) -> Result<Plan, SqlError> {
+        if input.updating {
+            return Err(SqlError::plan(
+                "an aggregate over an updating (changelog) input is not supported yet",
+            ));
+        }
+        let mut columns = Vec::new();
+        let mut computed = std::collections::HashMap::new();
+        let mut key_exprs = Vec::with_capacity(keys.len());
+        for (i, k) in keys.iter().enumerate() {
+            let bound = expr::bind(k, &input.scope, self.catalog)?;
+            let (qualifier, name) = match &bound.expr {
+                Scalar::Col(c) => (
+                    input.scope.columns[*c].qualifier.clone(),
+                    input.scope.columns[*c].name.clone(),
+                ),
+                _ => (None, format!("EXPR${i}")),
+            };
+            computed.insert(k.to_string(), columns.len());
+            columns.push(Column {
+                qualifier,
+                name,
+                ty: bound.ty.clone(),
+            });
+            key_exprs.push(bound.expr);
+        }
+        let mut agg_calls: Vec<AggCall> = Vec::new();
+        for f in calls {
+            let text = Expr::Function(f.clone()).to_string();
+            if computed.contains_key(&text) {
+                continue;
+            }
+            let call = self.aggregate_call(f, &input.scope)?;
+            computed.insert(text, columns.len());
+            columns.push(Column {
+                qualifier: None,
+                name: format!("EXPR${}", columns.len()),
+                ty: call.ty.clone(),
+            });
+            agg_calls.push(call);
+        }
+        let mut scope = Scope::new(columns);
+        scope.computed = computed;
+        Ok(Plan {
+            node: Node::Aggregate(Box::new(input), key_exprs, agg_calls),
+            scope,
+            rowtime: None,
+            updating: true,
+        })
+    }
+
+    fn aggregate_call(
+        &self,
+        f: &sqlparser::ast::Function,
+        input: &Scope,
+    ) -> Result<AggCall, SqlError> {
+        let text = Expr::Function(f.clone()).to_string();
+        let FunctionArguments::List(list) = &f.args else {
+            return Err(SqlError::plan(format!(
+                "`{text}`: an aggregate needs an argument"
+            )));
+        };
+        let distinct = matches!(list.duplicate_treatment, Some(DuplicateTreatment::Distinct));
+        let name = f.name.to_string();
+        let func = AggFunc::lookup(&name, distinct)
+            .ok_or_else(|| SqlError::plan(format!("`{text}` is not supported")))?;
+        if f.over.is_some() {
+            return Err(SqlError::plan(format!(
+                "`{text}`: OVER windows are not supported yet"
+            )));
+        }
+        let (func, arg) = match list.args.as_slice() {
+            [FunctionArg::Unnamed(FunctionArgExpr::Wildcard)] if func == AggFunc::Count => {
+                (AggFunc::CountStar, None)
+            }
+            [FunctionArg::Unnamed(FunctionArgExpr::Expr(e))] => {
+                (func, Some(expr::bind(e, input, self.catalog)?))
+            }
+            _ => {
+                return Err(SqlError::plan(format!(
+                    "`{text}`: an aggregate takes one argument"
+                )))
+            }
+        };
+        let arg_type = arg.as_ref().map_or(SqlType::BigInt, |a| a.ty.clone());
+        let ty = func
+            .result_type(&arg_type)
+            .map_err(|e| e.context(format!("`{text}`")))?;
+        let filter = match &f.filter {
+            Some(p) => {
+                let bound = expr::bind(p, input, self.catalog)?;
+                if bound.ty != SqlType::Boolean {
+                    return Err(SqlError::plan(format!(
+                        "`{text}`: FILTER needs a BOOLEAN condition, not {}",
+                        bound.ty
+                    )));
+                }
+                Some(bound.expr)
+            }
+            None => None,
+        };
+        Ok(AggCall {
+            func,
+            arg: arg.map(|a| a.expr),
+            arg_type,
+            filter,
+            ty,
         })
     }
 
@@ -264,6 +408,7 @@ impl Planner<'_> {
                         scope: table.scope(&name),
                         rowtime: table.watermark.as_ref().map(|(i, _)| *i),
                         node: Node::Scan(Arc::clone(table)),
+                        updating: false,
                     }
                 } else if let Some(view) = self.catalog.view(&name) {
                     if self.depth > 32 {
@@ -391,6 +536,7 @@ pub fn fit_to(input: Plan, table: &Table, columns: &[String]) -> Result<Plan, Sq
         return Ok(Plan { scope, ..input });
     }
     let rowtime = input.rowtime;
+    let updating = input.updating;
     Ok(Plan {
         node: Node::Project(
             Box::new(input),
@@ -398,7 +544,78 @@ pub fn fit_to(input: Plan, table: &Table, columns: &[String]) -> Result<Plan, Sq
         ),
         scope,
         rowtime,
+        updating,
     })
+}
+
+/// Keeps the rows of `input` on which `predicate` is `TRUE`.
+fn filter(input: Plan, predicate: Scalar) -> Plan {
+    Plan {
+        scope: input.scope.clone(),
+        rowtime: input.rowtime,
+        updating: input.updating,
+        node: Node::Filter(Box::new(input), predicate),
+    }
+}
+
+/// Whether `name` is an aggregate function's.
+fn is_aggregate(name: &str) -> bool {
+    ["COUNT", "SUM", "MIN", "MAX", "AVG"]
+        .iter()
+        .any(|a| a.eq_ignore_ascii_case(name))
+}
+
+/// Appends the aggregate calls in `e` (not looking into them: aggregates do not nest).
+fn collect_aggregates(e: &Expr, out: &mut Vec<sqlparser::ast::Function>) {
+    match e {
+        Expr::Function(f) if f.over.is_none() && is_aggregate(&f.name.to_string()) => {
+            out.push(f.clone());
+        }
+        Expr::Function(f) => {
+            if let FunctionArguments::List(list) = &f.args {
+                for a in &list.args {
+                    if let FunctionArg::Unnamed(FunctionArgExpr::Expr(x)) = a {
+                        collect_aggregates(x, out);
+                    }
+                }
+            }
+        }
+        Expr::BinaryOp { left, right, .. } => {
+            collect_aggregates(left, out);
+            collect_aggregates(right, out);
+        }
+        Expr::UnaryOp { expr, .. }
+        | Expr::Nested(expr)
+        | Expr::IsNull(expr)
+        | Expr::IsNotNull(expr)
+        | Expr::Cast { expr, .. }
+        | Expr::In { expr, .. } => collect_aggregates(expr, out),
+        Expr::Between {
+            expr, low, high, ..
+        } => {
+            for x in [expr, low, high] {
+                collect_aggregates(x, out);
+            }
+        }
+        Expr::Case {
+            operand,
+            conditions,
+            else_result,
+            ..
+        } => {
+            if let Some(o) = operand {
+                collect_aggregates(o, out);
+            }
+            for c in conditions {
+                collect_aggregates(&c.condition, out);
+                collect_aggregates(&c.result, out);
+            }
+            if let Some(e) = else_result {
+                collect_aggregates(e, out);
+            }
+        }
+        _ => {}
+    }
 }
 
 /// The table's physical columns as `Column`s (the rows a sink writes).

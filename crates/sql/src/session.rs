@@ -251,7 +251,7 @@ impl Session {
             .map_err(|e| SqlError::plan(e.to_string()))?;
         let env = StreamEnv::new(config);
         let rows = exec::build(&env, plan)?;
-        exec::sink(&rows, plan.types(), sink)?;
+        exec::sink(rows, plan.types(), sink)?;
         let result = env
             .execute(name)
             .map_err(|e| SqlError::Run(e.to_string()))?;

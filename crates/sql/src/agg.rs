@@ -1,0 +1,271 @@
+//! Aggregate functions: `COUNT`, `COUNT(DISTINCT)`, `SUM`, `MIN`, `MAX`, `AVG`, each with an
+//! optional `FILTER (WHERE ...)`, and the unbounded `GROUP BY` that runs them on the
+//! engine's changelog operator ([`spate_dataflow::Updating`]).
+//!
+//! Result types follow Flink's: `COUNT` is `BIGINT`; `SUM` keeps its argument's type
+//! (`DECIMAL(38, s)` for decimals); `MIN`/`MAX` keep it; `AVG` of an integer type is that
+//! type, truncated toward zero (`AVG(BIGINT)` is a `BIGINT`), of a `DECIMAL(p, s)` a
+//! `DECIMAL(38, max(s, 6))`, of a `DOUBLE` a `DOUBLE`. `NULL` arguments are skipped; `SUM`,
+//! `MIN`, `MAX` and `AVG` of no value are `NULL`, `COUNT` of none is 0.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use spate_dataflow::UpdatingAggregate;
+
+use crate::expr::{compare_values, Numeric, Scalar};
+use crate::types::{Datum, SqlRow, SqlType};
+use crate::SqlError;
+
+/// An aggregate function.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AggFunc {
+    /// `COUNT(*)`.
+    CountStar,
+    /// `COUNT(x)`: the non-null values.
+    Count,
+    /// `COUNT(DISTINCT x)`.
+    CountDistinct,
+    /// `SUM(x)`.
+    Sum,
+    /// `MIN(x)`.
+    Min,
+    /// `MAX(x)`.
+    Max,
+    /// `AVG(x)`.
+    Avg,
+}
+
+impl AggFunc {
+    /// The aggregate called `name` (case-insensitive), if it is one.
+    pub fn lookup(name: &str, distinct: bool) -> Option<AggFunc> {
+        Some(match (name.to_ascii_uppercase().as_str(), distinct) {
+            ("COUNT", false) => AggFunc::Count,
+            ("COUNT", true) => AggFunc::CountDistinct,
+            ("SUM", false) => AggFunc::Sum,
+            ("MIN", _) => AggFunc::Min,
+            ("MAX", _) => AggFunc::Max,
+            ("AVG", false) => AggFunc::Avg,
+            _ => return None,
+        })
+    }
+
+    /// The result type for an argument of type `arg`.
+    pub fn result_type(self, arg: &SqlType) -> Result<SqlType, SqlError> {
+        let numeric = |what: &str| {
+            if arg.is_numeric() {
+                Ok(())
+            } else {
+                Err(SqlError::plan(format!("{what} needs a number, not {arg}")))
+            }
+        };
+        Ok(match self {
+            AggFunc::CountStar | AggFunc::Count | AggFunc::CountDistinct => SqlType::BigInt,
+            AggFunc::Sum => {
+                numeric("SUM")?;
+                match arg {
+                    SqlType::Decimal(_, s) => SqlType::Decimal(38, *s),
+                    t => t.clone(),
+                }
+            }
+            AggFunc::Min | AggFunc::Max => arg.clone(),
+            AggFunc::Avg => {
+                numeric("AVG")?;
+                match arg {
+                    SqlType::Decimal(_, s) => SqlType::Decimal(38, (*s).max(6)),
+                    t => t.clone(),
+                }
+            }
+        })
+    }
+}
+
+/// One aggregate of a `GROUP BY`: its function, argument and filter, bound over the input.
+#[derive(Debug, Clone)]
+pub struct AggCall {
+    /// The function.
+    pub func: AggFunc,
+    /// The argument (none for `COUNT(*)`).
+    pub arg: Option<Scalar>,
+    /// The argument's type.
+    pub arg_type: SqlType,
+    /// `FILTER (WHERE ...)`.
+    pub filter: Option<Scalar>,
+    /// The result's type.
+    pub ty: SqlType,
+}
+
+/// The running state of one aggregate of one group.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum Acc {
+    /// A count.
+    Count(i64),
+    /// The distinct values seen.
+    Distinct(HashSet<Datum>),
+    /// A sum of integers or unscaled decimals (`None` before the first value, or after an
+    /// overflow, which makes the result `NULL`).
+    SumInt(Option<i64>, bool),
+    /// A sum of doubles.
+    SumDouble(Option<f64>),
+    /// The least or greatest value so far.
+    Extreme(Option<Datum>),
+    /// A sum and a count, for `AVG` (the sum in `i128` so that it cannot overflow).
+    Avg(i128, f64, i64),
+}
+
+impl AggCall {
+    fn create(&self) -> Acc {
+        match self.func {
+            AggFunc::CountStar | AggFunc::Count => Acc::Count(0),
+            AggFunc::CountDistinct => Acc::Distinct(HashSet::new()),
+            AggFunc::Sum if self.arg_type == SqlType::Double => Acc::SumDouble(None),
+            AggFunc::Sum => Acc::SumInt(None, false),
+            AggFunc::Min | AggFunc::Max => Acc::Extreme(None),
+            AggFunc::Avg => Acc::Avg(0, 0.0, 0),
+        }
+    }
+
+    fn add(&self, acc: &mut Acc, row: &[Datum]) {
+        if let Some(f) = &self.filter {
+            if !f.test(row) {
+                return;
+            }
+        }
+        let value = match &self.arg {
+            Some(a) => {
+                let v = a.eval(row);
+                if v.is_null() {
+                    return;
+                }
+                v
+            }
+            None => Datum::Null,
+        };
+        match acc {
+            Acc::Count(n) => *n += 1,
+            Acc::Distinct(set) => {
+                set.insert(value);
+            }
+            Acc::SumInt(sum, overflow) => {
+                if let Some(v) = value.as_i64() {
+                    match sum {
+                        None if !*overflow => *sum = Some(v),
+                        Some(s) => match s.checked_add(v) {
+                            Some(t) => *s = t,
+                            None => {
+                                *sum = None;
+                                *overflow = true;
+                            }
+                        },
+                        None => {}
+                    }
+                }
+            }
+            Acc::SumDouble(sum) => {
+                if let Datum::Double(v) = value {
+                    *sum = Some(sum.unwrap_or(0.0) + v);
+                }
+            }
+            Acc::Extreme(best) => {
+                let better = match best {
+                    None => true,
+                    Some(b) => {
+                        let kind = match &self.arg_type {
+                            t if t.is_numeric() => Numeric::Decimal {
+                                left: t.scale(),
+                                right: t.scale(),
+                                out: t.scale(),
+                            },
+                            SqlType::Timestamp => Numeric::Int,
+                            _ => Numeric::Other,
+                        };
+                        let kind = if self.arg_type == SqlType::Double {
+                            Numeric::Double { left: 0, right: 0 }
+                        } else {
+                            kind
+                        };
+                        match compare_values(kind, &value, b) {
+                            Some(o) if self.func == AggFunc::Min => o.is_lt(),
+                            Some(o) => o.is_gt(),
+                            None => false,
+                        }
+                    }
+                };
+                if better {
+                    *best = Some(value);
+                }
+            }
+            Acc::Avg(sum, fsum, n) => {
+                match value {
+                    Datum::Double(f) => *fsum += f,
+                    v => *sum += i128::from(v.as_i64().unwrap_or(0)),
+                }
+                *n += 1;
+            }
+        }
+    }
+
+    fn result(&self, acc: &Acc) -> Datum {
+        match acc {
+            Acc::Count(n) => Datum::Int(*n),
+            Acc::Distinct(set) => Datum::Int(set.len() as i64),
+            Acc::SumInt(sum, _) => match (sum, &self.ty) {
+                (Some(s), SqlType::Decimal(..)) => Datum::Decimal(*s),
+                (Some(s), _) => Datum::Int(*s),
+                (None, _) => Datum::Null,
+            },
+            Acc::SumDouble(sum) => sum.map_or(Datum::Null, Datum::Double),
+            Acc::Extreme(best) => best.clone().unwrap_or(Datum::Null),
+            Acc::Avg(sum, fsum, n) => {
+                if *n == 0 {
+                    return Datum::Null;
+                }
+                match (&self.arg_type, &self.ty) {
+                    (SqlType::Double, _) => Datum::Double(fsum / *n as f64),
+                    (SqlType::Decimal(_, s), SqlType::Decimal(_, t)) => {
+                        // The mean at scale t, rounded half up.
+                        let scaled = sum * 10i128.pow(u32::from(t - s));
+                        let n = i128::from(*n);
+                        let q = scaled / n;
+                        let r = scaled % n;
+                        let q = if 2 * r.abs() >= n {
+                            q + scaled.signum()
+                        } else {
+                            q
+                        };
+                        i64::try_from(q).map_or(Datum::Null, Datum::Decimal)
+                    }
+                    // Integers: truncated toward zero, as Flink's AVG of BIGINT.
+                    _ => i64::try_from(sum / i128::from(*n)).map_or(Datum::Null, Datum::Int),
+                }
+            }
+        }
+    }
+}
+
+/// The aggregates of one `GROUP BY`, as the engine's updating aggregate: per group key, one
+/// accumulator per aggregate; the result row is the key's values, then the aggregates'.
+pub struct GroupAggregate {
+    /// The aggregates.
+    pub calls: Arc<[AggCall]>,
+}
+
+impl UpdatingAggregate<SqlRow, SqlRow> for GroupAggregate {
+    type Acc = Vec<Acc>;
+    type Out = SqlRow;
+    fn create(&self) -> Vec<Acc> {
+        self.calls.iter().map(AggCall::create).collect()
+    }
+    fn add(&self, acc: &mut Vec<Acc>, row: SqlRow) {
+        for (call, a) in self.calls.iter().zip(acc.iter_mut()) {
+            call.add(a, &row);
+        }
+    }
+    fn results(&self, key: &SqlRow, acc: &Vec<Acc>, out: &mut Vec<SqlRow>) {
+        let mut row = Vec::with_capacity(key.len() + acc.len());
+        row.extend(key.iter().cloned());
+        row.extend(self.calls.iter().zip(acc).map(|(c, a)| c.result(a)));
+        out.push(row);
+    }
+}
