@@ -17,7 +17,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use spate_connectors::files::json::{RowBuilder, RowDecoder};
-use spate_connectors::{DiscardSink, FileSink, JsonLinesSource, SingleFileSink};
+use spate_connectors::{
+    CollectHandle, CollectSink, DiscardSink, FileSink, JsonLinesSource, SingleFileSink,
+};
 use spate_dataflow::{
     Change, DataStream, RowKind, StreamEnv, Timestamp, WatermarkGenerator, WatermarkStrategy,
 };
@@ -287,7 +289,7 @@ impl WatermarkGenerator<SqlRow> for SqlWatermark {
 }
 
 /// Where an `INSERT INTO`'s rows go.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub enum Target {
     /// The table's own connector.
     Table(Arc<Table>),
@@ -297,6 +299,9 @@ pub enum Target {
     /// Standard output, as the SQL client's changelog result mode (`+I[v1, v2]`): the
     /// result of a `SELECT`. Holds the column names.
     Print(Vec<String>),
+    /// Memory, for [`crate::Session::query`] (tests, embedding): every change, in one
+    /// process.
+    Collect(CollectHandle<Change<SqlRow>>),
 }
 
 /// Attaches the sink of `target` to `rows` (of `types`). A changelog is written with each
@@ -342,6 +347,9 @@ pub fn sink(rows: Rows, types: Vec<SqlType>, target: &Target) -> Result<(), SqlE
         }
         Target::Print(_) => {
             rows.sink_to(PrintSink { types }).name("print");
+        }
+        Target::Collect(handle) => {
+            rows.sink_to(CollectSink::with_handle(handle)).name("collect");
         }
         Target::Table(table) => match table.connector()? {
             "blackhole" => {

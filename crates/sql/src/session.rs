@@ -204,6 +204,67 @@ impl Session {
         }
     }
 
+    /// Runs `sql` (DDL statements, then one query: a `SELECT`, or an `INSERT INTO` whose
+    /// rows are taken instead of written) in this process and returns the query's columns
+    /// and its rows as changes, in the order the sink saw them. For tests and programs that
+    /// embed Spate's SQL.
+    pub fn query(&mut self, sql: &str) -> Result<QueryResult, SqlError> {
+        let statements = crate::parser::parse_script(sql)?;
+        let Some((last, ddl)) = statements.split_last() else {
+            return Err(SqlError::plan("no statement to run"));
+        };
+        for s in ddl {
+            self.execute(s)?;
+        }
+        let at = |e: SqlError| match e {
+            SqlError::Plan(m) => {
+                SqlError::Plan(format!("line {}, column {}: {m}", last.line, last.column))
+            }
+            other => other,
+        };
+        let plan = match &last.statement {
+            Statement::Query(q) => plan::plan_query(q, &self.catalog).map_err(at)?,
+            Statement::Insert {
+                table,
+                columns,
+                query,
+            } => {
+                let target = self
+                    .catalog
+                    .table(table)
+                    .cloned()
+                    .ok_or_else(|| at(SqlError::plan(format!("no table named `{table}`"))))?;
+                let plan = plan::plan_query(query, &self.catalog).map_err(at)?;
+                plan::fit_to(plan, &target, columns).map_err(at)?
+            }
+            _ => {
+                return Err(SqlError::plan(
+                    "the last statement must be a SELECT or INSERT",
+                ))
+            }
+        };
+        let handle = spate_connectors::CollectHandle::new();
+        let mut config = self.config.clone();
+        config.processes = 1;
+        config
+            .validate()
+            .map_err(|e| SqlError::plan(e.to_string()))?;
+        let env = StreamEnv::new(config);
+        let rows = exec::build(&env, &plan)?;
+        exec::sink(rows, plan.types(), &Target::Collect(handle.clone()))?;
+        env.execute("query")
+            .map_err(|e| SqlError::Run(e.to_string()))?;
+        Ok(QueryResult {
+            columns: plan
+                .scope
+                .columns
+                .iter()
+                .map(|c| (c.name.clone(), c.ty.clone()))
+                .collect(),
+            changes: handle.take(),
+        })
+    }
+
     fn next_job(&mut self) -> usize {
         self.jobs += 1;
         self.jobs - 1
@@ -268,6 +329,36 @@ impl Session {
             "[INFO] Job {name} finished: {written} rows in {:.3} s.",
             result.elapsed.as_secs_f64()
         )))
+    }
+}
+
+/// What [`Session::query`] gives.
+#[derive(Debug, Clone)]
+pub struct QueryResult {
+    /// The result's columns: names and types.
+    pub columns: Vec<(String, crate::SqlType)>,
+    /// The rows, as changes (`+I` only for an append-only result).
+    pub changes: Vec<spate_dataflow::Change<crate::SqlRow>>,
+}
+
+impl QueryResult {
+    /// The final rows: the changelog applied (each `+I`/`+U` adds its row, each `-U`/`-D`
+    /// takes one copy away), as text lines (JSON arrays), sorted.
+    pub fn final_rows(&self) -> Vec<String> {
+        let types: Vec<crate::SqlType> = self.columns.iter().map(|(_, t)| t.clone()).collect();
+        let mut bag: std::collections::HashMap<String, i64> = std::collections::HashMap::new();
+        for c in &self.changes {
+            let mut line = Vec::new();
+            crate::format::write_json_row(&c.row, &types, &mut line);
+            let line = String::from_utf8_lossy(&line).into_owned();
+            *bag.entry(line).or_default() += if c.kind.is_addition() { 1 } else { -1 };
+        }
+        let mut rows: Vec<String> = bag
+            .into_iter()
+            .flat_map(|(row, n)| std::iter::repeat_n(row, n.max(0) as usize))
+            .collect();
+        rows.sort();
+        rows
     }
 }
 

@@ -43,6 +43,31 @@ impl<T: Send + 'static> CollectSink<T> {
     }
 }
 
+impl<T: Send + 'static> CollectSink<T> {
+    /// A sink that collects into the records `handle` reads (several jobs into one handle,
+    /// or a handle made before the job).
+    pub fn with_handle(handle: &CollectHandle<T>) -> CollectSink<T> {
+        CollectSink {
+            records: Arc::clone(&handle.records),
+        }
+    }
+}
+
+impl<T: Send + 'static> CollectHandle<T> {
+    /// A handle with nothing collected yet (see [`CollectSink::with_handle`]).
+    pub fn new() -> CollectHandle<T> {
+        CollectHandle {
+            records: Arc::new(Mutex::new(Vec::new())),
+        }
+    }
+}
+
+impl<T: Send + 'static> Default for CollectHandle<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 /// Locks the records; a worker that panicked while holding the lock left whole batches only.
 fn lock<T>(records: &Mutex<Vec<T>>) -> MutexGuard<'_, Vec<T>> {
     records
