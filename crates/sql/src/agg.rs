@@ -269,3 +269,98 @@ impl UpdatingAggregate<SqlRow, SqlRow> for GroupAggregate {
         out.push(row);
     }
 }
+
+/// One key of a `ROW_NUMBER() OVER (... ORDER BY ...)`: its expression, direction and how
+/// its values compare.
+#[derive(Debug, Clone)]
+pub struct SortKey {
+    /// The expression.
+    pub expr: Scalar,
+    /// `DESC`.
+    pub descending: bool,
+    /// `NULLS FIRST` (Flink's default: first when ascending, last when descending).
+    pub nulls_first: bool,
+    /// How values compare.
+    pub kind: Numeric,
+}
+
+/// Flink's top-N (`ROW_NUMBER() OVER (PARTITION BY ... ORDER BY ...)` filtered by
+/// `rank <= N`), and its deduplication (N = 1 ordered by the rowtime), as the engine's
+/// updating aggregate: per partition key, the best N rows in order; the result rows are
+/// those rows with their rank appended.
+///
+/// Rows that tie keep their arrival order (the first to arrive ranks first), except in a
+/// deduplication that keeps the last row (`ORDER BY rowtime DESC`, N = 1), where a row
+/// replaces an earlier one of the same time, as Flink's `RowTimeDeduplicateFunction`.
+pub struct RankAggregate {
+    /// The order.
+    pub order: Arc<[SortKey]>,
+    /// N.
+    pub limit: usize,
+    /// Whether a new row goes before the rows it ties with.
+    pub ties_first: bool,
+}
+
+impl RankAggregate {
+    fn cmp(&self, a: &[Datum], b: &[Datum]) -> std::cmp::Ordering {
+        use std::cmp::Ordering;
+        for k in self.order.iter() {
+            let (x, y) = (k.expr.eval(a), k.expr.eval(b));
+            let o = match (x.is_null(), y.is_null()) {
+                (true, true) => Ordering::Equal,
+                (true, false) => {
+                    if k.nulls_first {
+                        Ordering::Less
+                    } else {
+                        Ordering::Greater
+                    }
+                }
+                (false, true) => {
+                    if k.nulls_first {
+                        Ordering::Greater
+                    } else {
+                        Ordering::Less
+                    }
+                }
+                (false, false) => {
+                    let o = compare_values(k.kind, &x, &y).unwrap_or(Ordering::Equal);
+                    if k.descending {
+                        o.reverse()
+                    } else {
+                        o
+                    }
+                }
+            };
+            if o != Ordering::Equal {
+                return o;
+            }
+        }
+        Ordering::Equal
+    }
+}
+
+impl UpdatingAggregate<SqlRow, SqlRow> for RankAggregate {
+    type Acc = Vec<SqlRow>;
+    type Out = SqlRow;
+    fn create(&self) -> Vec<SqlRow> {
+        Vec::new()
+    }
+    fn add(&self, acc: &mut Vec<SqlRow>, row: SqlRow) {
+        let at = if self.ties_first {
+            acc.partition_point(|r| self.cmp(r, &row).is_lt())
+        } else {
+            acc.partition_point(|r| self.cmp(r, &row).is_le())
+        };
+        if at < self.limit {
+            acc.insert(at, row);
+            acc.truncate(self.limit);
+        }
+    }
+    fn results(&self, _key: &SqlRow, acc: &Vec<SqlRow>, out: &mut Vec<SqlRow>) {
+        for (i, row) in acc.iter().enumerate() {
+            let mut row = row.clone();
+            row.push(Datum::Int(i as i64 + 1));
+            out.push(row);
+        }
+    }
+}

@@ -28,7 +28,7 @@ use spate_types::{
     SpateResult,
 };
 
-use crate::agg::GroupAggregate;
+use crate::agg::{GroupAggregate, RankAggregate};
 use crate::catalog::Table;
 use crate::expr::Scalar;
 use crate::format::write_json_row;
@@ -76,6 +76,32 @@ pub fn build(env: &StreamEnv, plan: &Plan) -> Result<Rows, SqlError> {
                     .name("project"),
                 ),
             }
+        }
+        Node::Rank(input, rank) => {
+            let Rows::Append(s) = build(env, input)? else {
+                return Err(SqlError::plan(
+                    "ROW_NUMBER over an updating (changelog) input is not supported yet",
+                ));
+            };
+            let Some(limit) = rank.limit else {
+                return Err(SqlError::plan(
+                    "ROW_NUMBER() OVER (...) needs a filter on its rank (WHERE rank <= N): Spate runs it as a top-N",
+                ));
+            };
+            let keys: Arc<[Scalar]> = rank.partition.clone().into();
+            Rows::Changes(
+                s.key_by(move |row: &SqlRow| keys.iter().map(|k| k.eval(row)).collect::<SqlRow>())
+                    .updating(RankAggregate {
+                        order: rank.order.clone().into(),
+                        limit,
+                        ties_first: rank.keep_last && limit == 1,
+                    })
+                    .name(if rank.keep_last && limit == 1 {
+                        "deduplicate"
+                    } else {
+                        "top-n"
+                    }),
+            )
         }
         Node::Aggregate(input, keys, calls) => {
             let Rows::Append(s) = build(env, input)? else {

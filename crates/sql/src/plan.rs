@@ -13,10 +13,10 @@ use sqlparser::ast::{
     Select, SelectItem, SelectItemQualifiedWildcardKind, SetExpr, TableFactor,
 };
 
-use crate::agg::{AggCall, AggFunc};
+use crate::agg::{AggCall, AggFunc, SortKey};
 use crate::catalog::{column_name, Catalog, Table};
 use crate::expr::{self, Column, Scalar, Scope, Typed};
-use crate::types::SqlType;
+use crate::types::{Datum, SqlType};
 use crate::SqlError;
 
 /// A plan node and what it gives.
@@ -44,6 +44,23 @@ pub enum Node {
     /// An unbounded `GROUP BY`: per key (the values of the key expressions), the
     /// aggregates; the output is the keys, then the aggregates, as a changelog.
     Aggregate(Box<Plan>, Vec<Scalar>, Vec<AggCall>),
+    /// `ROW_NUMBER() OVER (PARTITION BY keys ORDER BY ...)`: the input's columns and the
+    /// row's rank; only the first `limit` rows of each partition (the top-N a `WHERE rank
+    /// <= N` asks for), as a changelog.
+    Rank(Box<Plan>, Rank),
+}
+
+/// A top-N's parameters.
+#[derive(Debug, Clone)]
+pub struct Rank {
+    /// The partition keys.
+    pub partition: Vec<Scalar>,
+    /// The order within a partition.
+    pub order: Vec<SortKey>,
+    /// N, once a filter on the rank set it.
+    pub limit: Option<usize>,
+    /// Whether the order is the rowtime, descending (a deduplication keeping the last row).
+    pub keep_last: bool,
 }
 
 impl Plan {
@@ -92,6 +109,17 @@ impl Plan {
             }
             Node::Project(input, _) => {
                 let _ = writeln!(out, "Project [{}]", cols.join(", "));
+                input.explain_into(depth + 1, out);
+            }
+            Node::Rank(input, rank) => {
+                let _ = writeln!(
+                    out,
+                    "Rank partition_keys={} order_keys={} limit={:?} changelog [{}]",
+                    rank.partition.len(),
+                    rank.order.len(),
+                    rank.limit,
+                    cols.join(", ")
+                );
                 input.explain_into(depth + 1, out);
             }
             Node::Aggregate(input, keys, calls) => {
@@ -157,6 +185,7 @@ impl Planner<'_> {
         };
         if let Some(predicate) = &select.selection {
             let bound = expr::bind(predicate, &input.scope, self.catalog)?;
+            limit_rank(&mut input, &bound.expr);
             if !matches!(bound.ty, SqlType::Boolean | SqlType::Null) {
                 return Err(SqlError::plan(format!(
                     "WHERE needs a BOOLEAN condition, not {}: `{predicate}`",
@@ -177,6 +206,15 @@ impl Planner<'_> {
         }
         if let Some(h) = &select.having {
             collect_aggregates(h, &mut calls);
+        }
+        for item in &select.projection {
+            if let SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } = item {
+                if let Expr::Function(f) = e {
+                    if f.name.to_string().eq_ignore_ascii_case("ROW_NUMBER") {
+                        input = self.rank(input, f)?;
+                    }
+                }
+            }
         }
         if !keys.is_empty() || !calls.is_empty() || select.having.is_some() {
             input = self.aggregate(input, &keys, &calls)?;
@@ -203,8 +241,12 @@ impl Planner<'_> {
                     exprs.push((alias.value.clone(), bound));
                 }
                 SelectItem::Wildcard(_) => {
+                    // Not the columns an operator adds for the select list (a rank).
+                    let hidden: Vec<usize> = input.scope.computed.values().copied().collect();
                     for (i, c) in input.scope.columns.iter().enumerate() {
-                        exprs.push((c.name.clone(), whole(i, &c.ty)));
+                        if !hidden.contains(&i) || hidden.len() == input.scope.columns.len() {
+                            exprs.push((c.name.clone(), whole(i, &c.ty)));
+                        }
                     }
                 }
                 SelectItem::QualifiedWildcard(
@@ -320,6 +362,87 @@ impl Planner<'_> {
             node: Node::Aggregate(Box::new(input), key_exprs, agg_calls),
             scope,
             rowtime: None,
+            updating: true,
+        })
+    }
+
+    /// A `ROW_NUMBER() OVER (...)` over `input`: the input's columns and the rank.
+    fn rank(&self, input: Plan, f: &sqlparser::ast::Function) -> Result<Plan, SqlError> {
+        let text = Expr::Function(f.clone()).to_string();
+        let Some(sqlparser::ast::WindowType::WindowSpec(spec)) = &f.over else {
+            return Err(SqlError::plan(format!(
+                "`{text}` needs OVER (PARTITION BY ... ORDER BY ...)"
+            )));
+        };
+        if input.updating {
+            return Err(SqlError::plan(format!(
+                "`{text}` over an updating (changelog) input is not supported yet"
+            )));
+        }
+        if spec.window_frame.is_some() {
+            return Err(SqlError::plan(format!(
+                "`{text}`: ROW_NUMBER takes no window frame"
+            )));
+        }
+        let mut partition = Vec::new();
+        for p in &spec.partition_by {
+            partition.push(expr::bind(p, &input.scope, self.catalog)?.expr);
+        }
+        if spec.order_by.is_empty() {
+            return Err(SqlError::plan(format!("`{text}` needs an ORDER BY")));
+        }
+        let mut order = Vec::new();
+        for o in &spec.order_by {
+            let bound = expr::bind(&o.expr, &input.scope, self.catalog)?;
+            let descending = matches!(o.options.sort, Some(sqlparser::ast::OrderBySort::Desc));
+            let kind = match &bound.ty {
+                SqlType::Double => crate::expr::Numeric::Double { left: 0, right: 0 },
+                t if t.is_numeric() => crate::expr::Numeric::Decimal {
+                    left: t.scale(),
+                    right: t.scale(),
+                    out: t.scale(),
+                },
+                SqlType::Timestamp => crate::expr::Numeric::Int,
+                _ => crate::expr::Numeric::Other,
+            };
+            order.push((
+                bound.expr,
+                descending,
+                o.options.nulls_first.unwrap_or(!descending),
+                kind,
+            ));
+        }
+        let keep_last = order.len() == 1
+            && order[0].1
+            && matches!((&order[0].0, input.rowtime), (Scalar::Col(c), Some(t)) if *c == t);
+        let mut scope = input.scope.clone();
+        scope.computed.insert(text, scope.columns.len());
+        scope.columns.push(Column {
+            qualifier: None,
+            name: "EXPR$rank".into(),
+            ty: SqlType::BigInt,
+        });
+        let rowtime = input.rowtime;
+        Ok(Plan {
+            node: Node::Rank(
+                Box::new(input),
+                Rank {
+                    partition,
+                    order: order
+                        .into_iter()
+                        .map(|(expr, descending, nulls_first, kind)| SortKey {
+                            expr,
+                            descending,
+                            nulls_first,
+                            kind,
+                        })
+                        .collect(),
+                    limit: None,
+                    keep_last,
+                },
+            ),
+            scope,
+            rowtime,
             updating: true,
         })
     }
@@ -546,6 +669,48 @@ pub fn fit_to(input: Plan, table: &Table, columns: &[String]) -> Result<Plan, Sq
         rowtime,
         updating,
     })
+}
+
+/// Sets the limit of a top-N under `input` from a `WHERE` over it that bounds its rank
+/// (`rank <= N`, `rank < N`, `rank = 1`, alone or in a conjunction).
+fn limit_rank(input: &mut Plan, predicate: &Scalar) {
+    use crate::expr::CmpOp;
+    // The rank's column in `input`'s rows, through projections that pass it on.
+    fn rank_of(plan: &mut Plan, col: usize) -> Option<&mut Rank> {
+        match &mut plan.node {
+            Node::Rank(_, rank) if col + 1 == plan.scope.columns.len() => Some(rank),
+            Node::Project(inner, exprs) => match exprs.get(col) {
+                Some(Scalar::Col(c)) => {
+                    let c = *c;
+                    rank_of(inner, c)
+                }
+                _ => None,
+            },
+            Node::Filter(inner, _) => rank_of(inner, col),
+            _ => None,
+        }
+    }
+    match predicate {
+        Scalar::And(a, b) => {
+            limit_rank(input, a);
+            limit_rank(input, b);
+        }
+        Scalar::Cmp(op, _, l, r) => {
+            let (Scalar::Col(c), Scalar::Lit(Datum::Int(n))) = (&**l, &**r) else {
+                return;
+            };
+            let n = match op {
+                CmpOp::Le => *n,
+                CmpOp::Lt => *n - 1,
+                CmpOp::Eq if *n == 1 => 1,
+                _ => return,
+            };
+            if let (Some(rank), Ok(n)) = (rank_of(input, *c), usize::try_from(n)) {
+                rank.limit = Some(rank.limit.map_or(n, |m| m.min(n)));
+            }
+        }
+        _ => {}
+    }
 }
 
 /// Keeps the rows of `input` on which `predicate` is `TRUE`.
