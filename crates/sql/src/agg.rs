@@ -364,3 +364,83 @@ impl UpdatingAggregate<SqlRow, SqlRow> for RankAggregate {
         }
     }
 }
+
+impl AggCall {
+    /// Combines two accumulators of this call (merging sessions, combining slices).
+    fn merge(&self, a: Acc, b: Acc) -> Acc {
+        match (a, b) {
+            (Acc::Count(x), Acc::Count(y)) => Acc::Count(x + y),
+            (Acc::Distinct(mut x), Acc::Distinct(y)) => {
+                x.extend(y);
+                Acc::Distinct(x)
+            }
+            (Acc::SumInt(x, ox), Acc::SumInt(y, oy)) => {
+                if ox || oy {
+                    return Acc::SumInt(None, true);
+                }
+                match (x, y) {
+                    (Some(x), Some(y)) => match x.checked_add(y) {
+                        Some(s) => Acc::SumInt(Some(s), false),
+                        None => Acc::SumInt(None, true),
+                    },
+                    (x, y) => Acc::SumInt(x.or(y), false),
+                }
+            }
+            (Acc::SumDouble(x), Acc::SumDouble(y)) => Acc::SumDouble(match (x, y) {
+                (Some(x), Some(y)) => Some(x + y),
+                (x, y) => x.or(y),
+            }),
+            (Acc::Extreme(x), Acc::Extreme(y)) => {
+                let mut acc = Acc::Extreme(x);
+                if let Some(v) = y {
+                    // Adding `v` as a value keeps the better one.
+                    let call = AggCall {
+                        filter: None,
+                        arg: Some(Scalar::Col(0)),
+                        ..self.clone()
+                    };
+                    call.add(&mut acc, std::slice::from_ref(&v));
+                }
+                acc
+            }
+            (Acc::Avg(s1, f1, n1), Acc::Avg(s2, f2, n2)) => Acc::Avg(s1 + s2, f1 + f2, n1 + n2),
+            (a, _) => a,
+        }
+    }
+}
+
+/// The aggregates of a window `GROUP BY`, as the engine's window [`AggregateFunction`]: one
+/// accumulator per aggregate; the result is the aggregates' values.
+///
+/// [`AggregateFunction`]: spate_dataflow::AggregateFunction
+pub struct WindowAggregate {
+    /// The aggregates.
+    pub calls: Arc<[AggCall]>,
+}
+
+impl spate_dataflow::AggregateFunction<SqlRow> for WindowAggregate {
+    type Acc = Vec<Acc>;
+    type Out = SqlRow;
+    fn create_accumulator(&self) -> Vec<Acc> {
+        self.calls.iter().map(AggCall::create).collect()
+    }
+    fn add(&self, row: &SqlRow, acc: &mut Vec<Acc>) {
+        for (call, a) in self.calls.iter().zip(acc.iter_mut()) {
+            call.add(a, row);
+        }
+    }
+    fn get_result(&self, acc: &Vec<Acc>) -> SqlRow {
+        self.calls
+            .iter()
+            .zip(acc)
+            .map(|(c, a)| c.result(a))
+            .collect()
+    }
+    fn merge(&self, a: Vec<Acc>, b: Vec<Acc>) -> Vec<Acc> {
+        self.calls
+            .iter()
+            .zip(a.into_iter().zip(b))
+            .map(|(c, (x, y))| c.merge(x, y))
+            .collect()
+    }
+}

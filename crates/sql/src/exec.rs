@@ -21,18 +21,20 @@ use spate_connectors::{
     CollectHandle, CollectSink, DiscardSink, FileSink, JsonLinesSource, SingleFileSink,
 };
 use spate_dataflow::{
-    Change, DataStream, RowKind, StreamEnv, Timestamp, WatermarkGenerator, WatermarkStrategy,
+    Change, DataStream, EventTimeSessionWindows, RowKind, SlidingEventTimeWindows, StreamEnv,
+    TimeWindow, Timestamp, TumblingEventTimeWindows, WatermarkGenerator, WatermarkStrategy,
+    WindowedStream,
 };
 use spate_types::{
     BadRecordPolicy, DataType, Field, Schema, Sink, SinkContext, SinkWriter, SpateError,
     SpateResult,
 };
 
-use crate::agg::{GroupAggregate, RankAggregate};
+use crate::agg::{GroupAggregate, RankAggregate, WindowAggregate};
 use crate::catalog::Table;
 use crate::expr::Scalar;
 use crate::format::write_json_row;
-use crate::plan::{Node, Plan};
+use crate::plan::{GroupWindow, Node, Plan};
 use crate::types::{Datum, SqlRow, SqlType};
 use crate::SqlError;
 
@@ -103,6 +105,34 @@ pub fn build(env: &StreamEnv, plan: &Plan) -> Result<Rows, SqlError> {
                     }),
             )
         }
+        Node::WindowAggregate(input, window, keys, calls) => {
+            let Rows::Append(s) = build(env, input)? else {
+                return Err(SqlError::plan(
+                    "a window aggregate over an updating (changelog) input is not supported",
+                ));
+            };
+            let keys: Arc<[Scalar]> = keys.clone().into();
+            let keyed =
+                s.key_by(move |row: &SqlRow| keys.iter().map(|k| k.eval(row)).collect::<SqlRow>());
+            let agg = WindowAggregate {
+                calls: calls.clone().into(),
+            };
+            let ms = |v: i64| std::time::Duration::from_millis(v as u64);
+            let out = match *window {
+                GroupWindow::Tumble { size } => {
+                    window_rows(keyed.window(TumblingEventTimeWindows::of(ms(size))), agg)
+                }
+                GroupWindow::Hop { slide, size } => window_rows(
+                    keyed.window(SlidingEventTimeWindows::of(ms(size), ms(slide))),
+                    agg,
+                ),
+                GroupWindow::Session { gap } => window_rows(
+                    keyed.window(EventTimeSessionWindows::with_gap(ms(gap))),
+                    agg,
+                ),
+            };
+            Rows::Append(out.name("window-aggregate"))
+        }
         Node::Aggregate(input, keys, calls) => {
             let Rows::Append(s) = build(env, input)? else {
                 return Err(SqlError::plan(
@@ -118,6 +148,22 @@ pub fn build(env: &StreamEnv, plan: &Plan) -> Result<Rows, SqlError> {
                     .name("group-aggregate"),
             )
         }
+    })
+}
+
+/// A window aggregate's rows: the key, the aggregates, the window's start, end and rowtime.
+fn window_rows(
+    windowed: WindowedStream<SqlRow, SqlRow, TimeWindow>,
+    agg: WindowAggregate,
+) -> DataStream<SqlRow> {
+    windowed.aggregate_with(agg, |key: &SqlRow, w, values: SqlRow, out| {
+        let mut row = Vec::with_capacity(key.len() + values.len() + 3);
+        row.extend(key.iter().cloned());
+        row.extend(values);
+        row.push(Datum::Timestamp(w.window.start));
+        row.push(Datum::Timestamp(w.window.end));
+        row.push(Datum::Timestamp(w.window.end - 1));
+        out.push(row);
     })
 }
 

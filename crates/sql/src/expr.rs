@@ -191,7 +191,16 @@ pub trait Functions {
 /// Binds `expr` against `scope`.
 pub fn bind(expr: &Expr, scope: &Scope, fns: &dyn Functions) -> Result<Typed, SqlError> {
     if !scope.computed.is_empty() {
-        if let Some(&i) = scope.computed.get(&expr.to_string()) {
+        let text = match expr {
+            // The window properties (`SESSION_START(...)`) are found whatever their case.
+            Expr::Function(f) => format!("{}{}", f.name.to_string().to_ascii_uppercase(), f.args),
+            _ => expr.to_string(),
+        };
+        if let Some(&i) = scope
+            .computed
+            .get(&text)
+            .or_else(|| scope.computed.get(&expr.to_string()))
+        {
             return Ok(typed(Scalar::Col(i), scope.columns[i].ty.clone()));
         }
     }

@@ -48,6 +48,33 @@ pub enum Node {
     /// row's rank; only the first `limit` rows of each partition (the top-N a `WHERE rank
     /// <= N` asks for), as a changelog.
     Rank(Box<Plan>, Rank),
+    /// A `GROUP BY` with a group window (`TUMBLE`, `HOP` or `SESSION` of the rowtime):
+    /// per key and window, the aggregates, once the watermark passes the window's end
+    /// (inserts only). The output is the keys, the aggregates, then the window's start, end
+    /// and rowtime (`end - 1 ms`).
+    WindowAggregate(Box<Plan>, GroupWindow, Vec<Scalar>, Vec<AggCall>),
+}
+
+/// A group window, on the input's rowtime.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GroupWindow {
+    /// `TUMBLE(rowtime, size)`.
+    Tumble {
+        /// Size in milliseconds.
+        size: i64,
+    },
+    /// `HOP(rowtime, slide, size)`.
+    Hop {
+        /// Slide in milliseconds.
+        slide: i64,
+        /// Size in milliseconds.
+        size: i64,
+    },
+    /// `SESSION(rowtime, gap)`.
+    Session {
+        /// Gap in milliseconds.
+        gap: i64,
+    },
 }
 
 /// A top-N's parameters.
@@ -118,6 +145,17 @@ impl Plan {
                     rank.partition.len(),
                     rank.order.len(),
                     rank.limit,
+                    cols.join(", ")
+                );
+                input.explain_into(depth + 1, out);
+            }
+            Node::WindowAggregate(input, window, keys, calls) => {
+                let funcs: Vec<String> = calls.iter().map(|c| format!("{:?}", c.func)).collect();
+                let _ = writeln!(
+                    out,
+                    "WindowAggregate {window:?} keys={} aggs=[{}] [{}]",
+                    keys.len(),
+                    funcs.join(", "),
                     cols.join(", ")
                 );
                 input.explain_into(depth + 1, out);
@@ -324,7 +362,15 @@ impl Planner<'_> {
         let mut columns = Vec::new();
         let mut computed = std::collections::HashMap::new();
         let mut key_exprs = Vec::with_capacity(keys.len());
+        let mut window = None;
         for (i, k) in keys.iter().enumerate() {
+            if let Some(w) = self.group_window(k, &input)? {
+                if window.is_some() {
+                    return Err(SqlError::plan("a GROUP BY may have one group window"));
+                }
+                window = Some((w, k));
+                continue;
+            }
             let bound = expr::bind(k, &input.scope, self.catalog)?;
             let (qualifier, name) = match &bound.expr {
                 Scalar::Col(c) => (
@@ -356,6 +402,31 @@ impl Planner<'_> {
             });
             agg_calls.push(call);
         }
+        if let Some((w, call)) = window {
+            // The window's properties, by the names of the legacy group window functions.
+            let Expr::Function(f) = call else {
+                unreachable!("a group window is a call")
+            };
+            let name = f.name.to_string().to_ascii_uppercase();
+            let args = f.args.to_string();
+            let start = columns.len();
+            for (i, prop) in ["START", "END", "ROWTIME"].iter().enumerate() {
+                computed.insert(format!("{name}_{prop}{args}"), start + i);
+                columns.push(Column {
+                    qualifier: None,
+                    name: format!("EXPR${}", start + i),
+                    ty: SqlType::Timestamp,
+                });
+            }
+            let mut scope = Scope::new(columns);
+            scope.computed = computed;
+            return Ok(Plan {
+                node: Node::WindowAggregate(Box::new(input), w, key_exprs, agg_calls),
+                scope,
+                rowtime: Some(start + 2),
+                updating: false,
+            });
+        }
         let mut scope = Scope::new(columns);
         scope.computed = computed;
         Ok(Plan {
@@ -364,6 +435,67 @@ impl Planner<'_> {
             rowtime: None,
             updating: true,
         })
+    }
+
+    /// The group window `k` is, if it is one: `TUMBLE(t, size)`, `HOP(t, slide, size)` or
+    /// `SESSION(t, gap)`, with `t` the input's rowtime.
+    fn group_window(&self, k: &Expr, input: &Plan) -> Result<Option<GroupWindow>, SqlError> {
+        let Expr::Function(f) = k else {
+            return Ok(None);
+        };
+        let name = f.name.to_string().to_ascii_uppercase();
+        if !["TUMBLE", "HOP", "SESSION"].contains(&name.as_str()) {
+            return Ok(None);
+        }
+        let FunctionArguments::List(list) = &f.args else {
+            return Err(SqlError::plan(format!(
+                "`{k}`: a group window takes arguments"
+            )));
+        };
+        let args: Vec<&Expr> = list
+            .args
+            .iter()
+            .filter_map(|a| match a {
+                FunctionArg::Unnamed(FunctionArgExpr::Expr(e)) => Some(e),
+                _ => None,
+            })
+            .collect();
+        let Some(time) = args.first() else {
+            return Err(SqlError::plan(format!(
+                "`{k}`: a group window needs its time column"
+            )));
+        };
+        let time = expr::bind(time, &input.scope, self.catalog)?;
+        if !matches!((&time.expr, input.rowtime), (Scalar::Col(c), Some(t)) if *c == t) {
+            return Err(SqlError::plan(format!(
+                "`{k}`: a group window needs the input's rowtime column (the one of its WATERMARK FOR); processing-time windows are not supported yet"
+            )));
+        }
+        let mut ms = Vec::new();
+        for a in &args[1..] {
+            let bound = expr::bind(a, &input.scope, self.catalog)?;
+            match (bound.ty, bound.expr) {
+                (SqlType::Interval, Scalar::Lit(Datum::Int(v))) if v > 0 => ms.push(v),
+                _ => {
+                    return Err(SqlError::plan(format!(
+                        "`{k}`: `{a}` must be a positive constant INTERVAL"
+                    )))
+                }
+            }
+        }
+        Ok(Some(match (name.as_str(), ms.as_slice()) {
+            ("TUMBLE", [size]) => GroupWindow::Tumble { size: *size },
+            ("HOP", [slide, size]) => GroupWindow::Hop {
+                slide: *slide,
+                size: *size,
+            },
+            ("SESSION", [gap]) => GroupWindow::Session { gap: *gap },
+            _ => {
+                return Err(SqlError::plan(format!(
+                    "`{k}`: expected TUMBLE(t, size), HOP(t, slide, size) or SESSION(t, gap)"
+                )))
+            }
+        }))
     }
 
     /// A `ROW_NUMBER() OVER (...)` over `input`: the input's columns and the rank.
