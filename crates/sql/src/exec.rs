@@ -105,6 +105,56 @@ pub fn build(env: &StreamEnv, plan: &Plan) -> Result<Rows, SqlError> {
                     }),
             )
         }
+        Node::Join(left, right, spec) => {
+            let (Rows::Append(l), Rows::Append(r)) = (build(env, left)?, build(env, right)?) else {
+                return Err(SqlError::plan(
+                    "a join of an updating (changelog) input is not supported yet",
+                ));
+            };
+            if spec.left_keys.is_empty() {
+                return Err(SqlError::plan(
+                    "a join needs an equality between a column of each side (a cross join of streams would keep every row)",
+                ));
+            }
+            let (lk, rk): (Arc<[Scalar]>, Arc<[Scalar]>) = (
+                spec.left_keys.clone().into(),
+                spec.right_keys.clone().into(),
+            );
+            let residual = spec.residual.clone();
+            let residual2 = residual.clone();
+            type Sides = (Vec<SqlRow>, Vec<SqlRow>);
+            let joined =
+                l.key_by(move |row: &SqlRow| lk.iter().map(|k| k.eval(row)).collect::<SqlRow>())
+                    .connect(&r.key_by(move |row: &SqlRow| {
+                        rk.iter().map(|k| k.eval(row)).collect::<SqlRow>()
+                    }))
+                    .process_with_state(
+                        move |_k, st: &mut Option<Sides>, row: SqlRow, out: &mut Vec<SqlRow>| {
+                            let (lefts, rights) = st.get_or_insert_with(Default::default);
+                            for other in rights.iter() {
+                                let mut j = row.clone();
+                                j.extend(other.iter().cloned());
+                                if residual.as_ref().is_none_or(|p| p.test(&j)) {
+                                    out.push(j);
+                                }
+                            }
+                            lefts.push(row);
+                        },
+                        move |_k, st: &mut Option<Sides>, row: SqlRow, out: &mut Vec<SqlRow>| {
+                            let (lefts, rights) = st.get_or_insert_with(Default::default);
+                            for other in lefts.iter() {
+                                let mut j = other.clone();
+                                j.extend(row.iter().cloned());
+                                if residual2.as_ref().is_none_or(|p| p.test(&j)) {
+                                    out.push(j);
+                                }
+                            }
+                            rights.push(row);
+                        },
+                    )
+                    .name("join");
+            Rows::Append(joined)
+        }
         Node::WindowAggregate(input, window, keys, calls) => {
             let Rows::Append(s) = build(env, input)? else {
                 return Err(SqlError::plan(

@@ -53,6 +53,21 @@ pub enum Node {
     /// (inserts only). The output is the keys, the aggregates, then the window's start, end
     /// and rowtime (`end - 1 ms`).
     WindowAggregate(Box<Plan>, GroupWindow, Vec<Scalar>, Vec<AggCall>),
+    /// An inner equi-join of two inputs: the left's columns, then the right's. Both sides'
+    /// rows are kept (a regular join, as Flink's without state TTL); a row meets every
+    /// row of the other side with equal keys on which the residual condition is `TRUE`.
+    Join(Box<Plan>, Box<Plan>, JoinSpec),
+}
+
+/// A join's keys and residual condition.
+#[derive(Debug, Clone, Default)]
+pub struct JoinSpec {
+    /// The left keys, over the left's rows.
+    pub left_keys: Vec<Scalar>,
+    /// The right keys, over the right's rows.
+    pub right_keys: Vec<Scalar>,
+    /// The rest of the condition, over the joined row.
+    pub residual: Option<Scalar>,
 }
 
 /// A group window, on the input's rowtime.
@@ -149,6 +164,17 @@ impl Plan {
                 );
                 input.explain_into(depth + 1, out);
             }
+            Node::Join(left, right, spec) => {
+                let _ = writeln!(
+                    out,
+                    "Join keys={} residual={} [{}]",
+                    spec.left_keys.len(),
+                    spec.residual.is_some(),
+                    cols.join(", ")
+                );
+                left.explain_into(depth + 1, out);
+                right.explain_into(depth + 1, out);
+            }
             Node::WindowAggregate(input, window, keys, calls) => {
                 let funcs: Vec<String> = calls.iter().map(|c| format!("{:?}", c.func)).collect();
                 let _ = writeln!(
@@ -216,11 +242,40 @@ impl Planner<'_> {
         if select.distinct.is_some() {
             return Err(SqlError::plan("SELECT DISTINCT is not supported yet"));
         }
-        let mut input = match select.from.as_slice() {
-            [] => return Err(SqlError::plan("a SELECT without FROM is not supported")),
-            [one] if one.joins.is_empty() => self.relation(&one.relation)?,
-            _ => return Err(SqlError::plan("joins are not supported yet")),
-        };
+        if select.from.is_empty() {
+            return Err(SqlError::plan("a SELECT without FROM is not supported"));
+        }
+        // FROM a, b JOIN c ON ...: joins, left to right; the comma's cross joins take their
+        // keys from the WHERE.
+        let mut from: Option<Plan> = None;
+        for item in &select.from {
+            let mut plan = self.relation(&item.relation)?;
+            for j in &item.joins {
+                use sqlparser::ast::{JoinConstraint, JoinOperator};
+                let right = self.relation(&j.relation)?;
+                let on = match &j.join_operator {
+                    JoinOperator::Join(JoinConstraint::On(e))
+                    | JoinOperator::Inner(JoinConstraint::On(e)) => e,
+                    other => {
+                        return Err(SqlError::plan(format!(
+                            "only inner joins with ON are supported yet, not `{other:?}`"
+                        )))
+                    }
+                };
+                plan = join(plan, right);
+                let bound = expr::bind(on, &plan.scope, self.catalog)?;
+                let (joined, rest) = join_condition(plan, bound.expr);
+                plan = match rest {
+                    Some(rest) => filter(joined, rest),
+                    None => joined,
+                };
+            }
+            from = Some(match from {
+                None => plan,
+                Some(left) => join(left, plan),
+            });
+        }
+        let mut input = from.expect("FROM is not empty");
         if let Some(predicate) = &select.selection {
             let bound = expr::bind(predicate, &input.scope, self.catalog)?;
             limit_rank(&mut input, &bound.expr);
@@ -230,7 +285,11 @@ impl Planner<'_> {
                     bound.ty
                 )));
             }
-            input = filter(input, bound.expr);
+            let (joined, rest) = join_condition(input, bound.expr);
+            input = match rest {
+                Some(rest) => filter(joined, rest),
+                None => joined,
+            };
         }
         let keys = match &select.group_by {
             GroupByExpr::Expressions(e, _) => e.clone(),
@@ -843,6 +902,163 @@ fn limit_rank(input: &mut Plan, predicate: &Scalar) {
         }
         _ => {}
     }
+}
+
+/// The cross join of `left` and `right`, whose keys a condition sets ([`join_condition`]).
+fn join(left: Plan, right: Plan) -> Plan {
+    let mut columns = left.scope.columns.clone();
+    columns.extend(right.scope.columns.iter().cloned());
+    Plan {
+        scope: Scope::new(columns),
+        rowtime: None,
+        updating: left.updating || right.updating,
+        node: Node::Join(Box::new(left), Box::new(right), JoinSpec::default()),
+    }
+}
+
+/// The columns `e` reads.
+fn columns_of(e: &Scalar, out: &mut Vec<usize>) {
+    match e {
+        Scalar::Col(i) => out.push(*i),
+        Scalar::Lit(_) => {}
+        Scalar::Field(x, _) | Scalar::Not(x) | Scalar::Neg(x) | Scalar::IsNull(x, _) => {
+            columns_of(x, out)
+        }
+        Scalar::Cast(x, ..) | Scalar::InList(x, ..) => columns_of(x, out),
+        Scalar::Arith(_, _, a, b)
+        | Scalar::Cmp(_, _, a, b)
+        | Scalar::And(a, b)
+        | Scalar::Or(a, b) => {
+            columns_of(a, out);
+            columns_of(b, out);
+        }
+        Scalar::Case(branches, otherwise) => {
+            for (c, v) in branches {
+                columns_of(c, out);
+                columns_of(v, out);
+            }
+            columns_of(otherwise, out);
+        }
+        Scalar::Call(_, args) => args.iter().for_each(|a| columns_of(a, out)),
+    }
+}
+
+/// `e` with every column position moved down by `by`.
+fn shift(e: &Scalar, by: usize) -> Scalar {
+    let s = |x: &Scalar| Box::new(shift(x, by));
+    match e {
+        Scalar::Col(i) => Scalar::Col(i - by),
+        Scalar::Lit(d) => Scalar::Lit(d.clone()),
+        Scalar::Field(x, f) => Scalar::Field(s(x), *f),
+        Scalar::Not(x) => Scalar::Not(s(x)),
+        Scalar::Neg(x) => Scalar::Neg(s(x)),
+        Scalar::IsNull(x, n) => Scalar::IsNull(s(x), *n),
+        Scalar::Cast(x, a, b) => Scalar::Cast(s(x), a.clone(), b.clone()),
+        Scalar::InList(x, l, n) => Scalar::InList(s(x), l.clone(), *n),
+        Scalar::Arith(op, k, a, b) => Scalar::Arith(*op, *k, s(a), s(b)),
+        Scalar::Cmp(op, k, a, b) => Scalar::Cmp(*op, *k, s(a), s(b)),
+        Scalar::And(a, b) => Scalar::And(s(a), s(b)),
+        Scalar::Or(a, b) => Scalar::Or(s(a), s(b)),
+        Scalar::Case(branches, otherwise) => Scalar::Case(
+            branches
+                .iter()
+                .map(|(c, v)| (shift(c, by), shift(v, by)))
+                .collect(),
+            s(otherwise),
+        ),
+        Scalar::Call(f, args) => {
+            Scalar::Call(f.clone(), args.iter().map(|a| shift(a, by)).collect())
+        }
+    }
+}
+
+fn conjuncts(e: Scalar, out: &mut Vec<Scalar>) {
+    match e {
+        Scalar::And(a, b) => {
+            conjuncts(*a, out);
+            conjuncts(*b, out);
+        }
+        other => out.push(other),
+    }
+}
+
+/// Puts what of `predicate` (over `plan`'s rows) a join at the top of `plan` can take into
+/// it: equalities between a left and a right expression become keys, conditions on one side
+/// only go below the join (so that neither side keeps rows the condition drops), and the
+/// rest becomes the join's residual condition. When `plan` is no join, the predicate is
+/// returned with it, to be applied as a filter.
+fn join_condition(plan: Plan, predicate: Scalar) -> (Plan, Option<Scalar>) {
+    let Plan {
+        node,
+        scope,
+        rowtime,
+        updating,
+    } = plan;
+    let (mut left, mut right, mut spec) = match node {
+        Node::Join(l, r, spec) => (l, r, spec),
+        node => {
+            let plan = Plan {
+                node,
+                scope,
+                rowtime,
+                updating,
+            };
+            return (plan, Some(predicate));
+        }
+    };
+    let n = left.scope.columns.len();
+    let mut parts = Vec::new();
+    conjuncts(predicate, &mut parts);
+    for part in parts {
+        let mut cols = Vec::new();
+        columns_of(&part, &mut cols);
+        let side = |cols: &[usize]| -> (bool, bool) {
+            (
+                !cols.is_empty() && cols.iter().all(|&c| c < n),
+                !cols.is_empty() && cols.iter().all(|&c| c >= n),
+            )
+        };
+        if let Scalar::Cmp(crate::expr::CmpOp::Eq, kind, a, b) = &part {
+            let (mut ca, mut cb) = (Vec::new(), Vec::new());
+            columns_of(a, &mut ca);
+            columns_of(b, &mut cb);
+            let ((a_left, a_right), (b_left, b_right)) = (side(&ca), side(&cb));
+            // Keys hash as datums: both sides must give the same datum for equal values
+            // (integers with integers, strings with strings), not a decimal and a double.
+            if matches!(
+                kind,
+                crate::expr::Numeric::Int | crate::expr::Numeric::Other
+            ) {
+                if a_left && b_right {
+                    spec.left_keys.push((**a).clone());
+                    spec.right_keys.push(shift(b, n));
+                    continue;
+                }
+                if a_right && b_left {
+                    spec.left_keys.push((**b).clone());
+                    spec.right_keys.push(shift(a, n));
+                    continue;
+                }
+            }
+        }
+        match side(&cols) {
+            (true, _) => left = Box::new(filter(*left, part)),
+            (_, true) => right = Box::new(filter(*right, shift(&part, n))),
+            _ => {
+                spec.residual = Some(match spec.residual.take() {
+                    Some(r) => Scalar::And(Box::new(r), Box::new(part)),
+                    None => part,
+                })
+            }
+        }
+    }
+    let plan = Plan {
+        node: Node::Join(left, right, spec),
+        scope,
+        rowtime,
+        updating,
+    };
+    (plan, None)
 }
 
 /// Keeps the rows of `input` on which `predicate` is `TRUE`.
