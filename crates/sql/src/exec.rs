@@ -21,9 +21,9 @@ use spate_connectors::{
     CollectHandle, CollectSink, DiscardSink, FileSink, JsonLinesSource, SingleFileSink,
 };
 use spate_dataflow::{
-    Change, DataStream, EventTimeSessionWindows, RowKind, SlidingEventTimeWindows, StreamEnv,
-    TimeWindow, Timestamp, TumblingEventTimeWindows, WatermarkGenerator, WatermarkStrategy,
-    WindowedStream,
+    Change, DataStream, EventTimeSessionWindows, EventTimeTrigger, RowKind,
+    SlidingEventTimeWindows, StreamEnv, TimeWindow, Timestamp, Trigger, TumblingEventTimeWindows,
+    WatermarkGenerator, WatermarkStrategy, WindowAssigner, WindowBuf, WindowedStream,
 };
 use spate_types::{
     BadRecordPolicy, DataType, Field, Schema, Sink, SinkContext, SinkWriter, SpateError,
@@ -105,6 +105,44 @@ pub fn build(env: &StreamEnv, plan: &Plan) -> Result<Rows, SqlError> {
                     }),
             )
         }
+        Node::WindowTvf(input, window) => {
+            // Not under an aggregate: a row per window the row is in.
+            let Rows::Append(s) = build(env, input)? else {
+                return Err(SqlError::plan(
+                    "a window table function over an updating (changelog) input is not supported",
+                ));
+            };
+            let (size, slide) = match *window {
+                GroupWindow::Tumble { size } => (size, size),
+                GroupWindow::Hop { slide, size } => (size, slide),
+                _ => {
+                    return Err(SqlError::plan(
+                        "a SESSION window table function must be aggregated (GROUP BY window_start, window_end)",
+                    ))
+                }
+            };
+            let rowtime = input
+                .rowtime
+                .ok_or_else(|| SqlError::plan("a window needs a rowtime"))?;
+            Rows::Append(
+                s.flat_map(move |row: SqlRow| {
+                    let ts = row.get(rowtime).and_then(Datum::as_i64).unwrap_or(0);
+                    // The windows [start, start + size) that hold ts, latest first.
+                    let mut out = Vec::new();
+                    let mut start = ts - ts.rem_euclid(slide);
+                    while start > ts - size {
+                        let mut r = row.clone();
+                        r.push(Datum::Timestamp(start));
+                        r.push(Datum::Timestamp(start + size));
+                        r.push(Datum::Timestamp(start + size - 1));
+                        out.push(r);
+                        start -= slide;
+                    }
+                    out
+                })
+                .name("window-tvf"),
+            )
+        }
         Node::Join(left, right, spec) => {
             let (Rows::Append(l), Rows::Append(r)) = (build(env, left)?, build(env, right)?) else {
                 return Err(SqlError::plan(
@@ -180,6 +218,9 @@ pub fn build(env: &StreamEnv, plan: &Plan) -> Result<Rows, SqlError> {
                     keyed.window(EventTimeSessionWindows::with_gap(ms(gap))),
                     agg,
                 ),
+                GroupWindow::Columns { start, end } => {
+                    window_rows(keyed.window(ColumnWindows { start, end }), agg)
+                }
             };
             Rows::Append(out.name("window-aggregate"))
         }
@@ -199,6 +240,36 @@ pub fn build(env: &StreamEnv, plan: &Plan) -> Result<Rows, SqlError> {
             )
         }
     })
+}
+
+/// The windows rows name themselves in their `window_start` and `window_end` columns (the
+/// results of a window aggregate, grouped by their window again).
+struct ColumnWindows {
+    start: usize,
+    end: usize,
+}
+
+impl WindowAssigner<SqlRow> for ColumnWindows {
+    type W = TimeWindow;
+    fn assign_windows(
+        &self,
+        row: &SqlRow,
+        _: Timestamp,
+        _: Timestamp,
+        out: &mut WindowBuf<TimeWindow>,
+    ) {
+        if let (Some(Datum::Timestamp(s)), Some(Datum::Timestamp(e))) =
+            (row.get(self.start), row.get(self.end))
+        {
+            out.push(TimeWindow::new(*s, *e));
+        }
+    }
+    fn default_trigger(&self) -> Arc<dyn Trigger<SqlRow, TimeWindow>> {
+        Arc::new(EventTimeTrigger)
+    }
+    fn is_event_time(&self) -> bool {
+        true
+    }
 }
 
 /// A window aggregate's rows: the key, the aggregates, the window's start, end and rowtime.

@@ -27,7 +27,7 @@ use sqlparser::ast::{Expr, Ident, Query};
 use sqlparser::dialect::GenericDialect;
 use sqlparser::keywords::Keyword;
 use sqlparser::parser::{Parser, ParserError};
-use sqlparser::tokenizer::{Location, Token, Word};
+use sqlparser::tokenizer::{Location, Token, TokenWithSpan, Tokenizer, Word};
 
 use crate::types::SqlType;
 use crate::SqlError;
@@ -175,9 +175,10 @@ pub fn substitute(text: &str, vars: &[(String, String)]) -> Result<String, SqlEr
 /// Parses a script of `;`-separated statements.
 pub fn parse_script(text: &str) -> Result<Vec<Located>, SqlError> {
     let dialect = GenericDialect {};
-    let mut parser = Parser::new(&dialect)
-        .try_with_sql(text)
-        .map_err(SqlError::parse)?;
+    let tokens = Tokenizer::new(&dialect, text)
+        .tokenize_with_location()
+        .map_err(|e| SqlError::Parse(e.to_string()))?;
+    let mut parser = Parser::new(&dialect).with_tokens_with_locations(table_arguments(tokens));
     let mut out = Vec::new();
     loop {
         while parser.consume_token(&Token::SemiColon) {}
@@ -201,6 +202,108 @@ pub fn parse_script(text: &str) -> Result<Vec<Located>, SqlError> {
         }
     }
     Ok(out)
+}
+
+/// The name of the call that a table argument (`TABLE name [PARTITION BY cols]`) of a
+/// table function becomes: `__table__(name[, col...])`.
+pub const TABLE_ARGUMENT: &str = "__table__";
+
+/// Rewrites the table arguments of window table functions, `TUMBLE(TABLE bid, ...)` and
+/// `SESSION(TABLE bid PARTITION BY bidder, ...)`, which no `sqlparser` dialect parses, into
+/// calls `__table__(bid)` and `__table__(bid, bidder)` that the planner reads back; tokens
+/// keep their places, so errors point into the original text.
+fn table_arguments(tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
+    let significant = |t: &TokenWithSpan| !matches!(t.token, Token::Whitespace(_));
+    let is_word =
+        |t: &TokenWithSpan, k: Keyword| matches!(&t.token, Token::Word(w) if w.keyword == k);
+    let word = |value: &str, span| TokenWithSpan {
+        token: Token::Word(Word {
+            value: value.to_string(),
+            quote_style: None,
+            keyword: Keyword::NoKeyword,
+        }),
+        span,
+    };
+    let mut out: Vec<TokenWithSpan> = Vec::with_capacity(tokens.len());
+    let mut i = 0;
+    while i < tokens.len() {
+        let t = &tokens[i];
+        let after_open = out
+            .iter()
+            .rev()
+            .find(|t| significant(t))
+            .is_some_and(|p| matches!(p.token, Token::LParen | Token::Comma));
+        // The next significant tokens after `i`.
+        let next: Vec<usize> = (i + 1..tokens.len())
+            .filter(|&j| significant(&tokens[j]))
+            .take(3)
+            .collect();
+        let name_follows = next
+            .first()
+            .is_some_and(|&j| matches!(tokens[j].token, Token::Word(_)))
+            && next
+                .get(1)
+                .is_none_or(|&j| !matches!(tokens[j].token, Token::LParen | Token::Period));
+        if is_word(t, Keyword::TABLE) && after_open && name_follows {
+            let span = t.span;
+            out.push(word(TABLE_ARGUMENT, span));
+            out.push(TokenWithSpan {
+                token: Token::LParen,
+                span,
+            });
+            let name = next[0];
+            out.push(tokens[name].clone());
+            i = name + 1;
+            // PARTITION BY a, b  or  PARTITION BY (a, b)
+            let sig = |from: usize| (from..tokens.len()).find(|&j| significant(&tokens[j]));
+            if let (Some(p), Some(b)) = (sig(i), sig(i).and_then(|p| sig(p + 1))) {
+                if is_word(&tokens[p], Keyword::PARTITION) && is_word(&tokens[b], Keyword::BY) {
+                    i = b + 1;
+                    let parenthesized = sig(i).is_some_and(|j| tokens[j].token == Token::LParen);
+                    if parenthesized {
+                        i = sig(i).unwrap_or(i) + 1;
+                    }
+                    while let Some(col) = sig(i) {
+                        if !matches!(tokens[col].token, Token::Word(_)) {
+                            break;
+                        }
+                        out.push(TokenWithSpan {
+                            token: Token::Comma,
+                            span,
+                        });
+                        out.push(tokens[col].clone());
+                        i = col + 1;
+                        let Some(c) = sig(i) else { break };
+                        if tokens[c].token == Token::RParen && parenthesized {
+                            i = c + 1;
+                            break;
+                        }
+                        if tokens[c].token != Token::Comma {
+                            break;
+                        }
+                        // Another key, or the function's next argument?
+                        let Some(w) = sig(c + 1) else { break };
+                        let key = matches!(tokens[w].token, Token::Word(ref x) if x.keyword != Keyword::INTERVAL)
+                            && sig(w + 1).is_some_and(|e| {
+                                matches!(tokens[e].token, Token::Comma | Token::RParen)
+                            });
+                        if !key && !parenthesized {
+                            break;
+                        }
+                        i = c + 1;
+                    }
+                }
+            }
+            out.push(TokenWithSpan {
+                token: Token::RParen,
+                span,
+            });
+            continue;
+        }
+        out.push(t.clone());
+        i += 1;
+    }
+    out
 }
 
 fn err<T>(parser: &Parser<'_>, what: &str) -> Result<T, ParserError> {

@@ -30,6 +30,10 @@ pub struct Plan {
     pub rowtime: Option<usize>,
     /// Whether the rows are a changelog (`+I -U +U -D`) rather than inserts only.
     pub updating: bool,
+    /// The positions of the `window_start` and `window_end` columns of the window the rows
+    /// belong to (a window table function's, or a window aggregate's result), if they have
+    /// them: a `GROUP BY` of both is a window aggregate of that window again.
+    pub windows: Option<(usize, usize)>,
 }
 
 /// The operators of a plan.
@@ -57,6 +61,11 @@ pub enum Node {
     /// rows are kept (a regular join, as Flink's without state TTL); a row meets every
     /// row of the other side with equal keys on which the residual condition is `TRUE`.
     Join(Box<Plan>, Box<Plan>, JoinSpec),
+    /// A window table function (`TABLE(TUMBLE(TABLE t, DESCRIPTOR(rowtime), size))`): the
+    /// input's columns and `window_start`, `window_end`, `window_time`, a row per window
+    /// the input row is in. An aggregate grouped by its window runs as a window aggregate
+    /// of the input.
+    WindowTvf(Box<Plan>, GroupWindow),
 }
 
 /// A join's keys and residual condition.
@@ -89,6 +98,14 @@ pub enum GroupWindow {
     Session {
         /// Gap in milliseconds.
         gap: i64,
+    },
+    /// The window of the rows' own `window_start` and `window_end` columns (positions): a
+    /// window aggregate over a window aggregate's results, grouped by their window again.
+    Columns {
+        /// The `window_start` column.
+        start: usize,
+        /// The `window_end` column.
+        end: usize,
     },
 }
 
@@ -162,6 +179,10 @@ impl Plan {
                     rank.limit,
                     cols.join(", ")
                 );
+                input.explain_into(depth + 1, out);
+            }
+            Node::WindowTvf(input, window) => {
+                let _ = writeln!(out, "WindowTableFunction {window:?} [{}]", cols.join(", "));
                 input.explain_into(depth + 1, out);
             }
             Node::Join(left, right, spec) => {
@@ -394,6 +415,15 @@ impl Planner<'_> {
             });
         }
         let updating = input.updating;
+        // The window's columns go through when both are kept as they are.
+        let position = |col: usize| {
+            exprs
+                .iter()
+                .position(|(_, e)| matches!(e.expr, Scalar::Col(i) if i == col))
+        };
+        let windows = input
+            .windows
+            .and_then(|(s, e)| Some((position(s)?, position(e)?)));
         Ok(Plan {
             node: Node::Project(
                 Box::new(input),
@@ -402,6 +432,7 @@ impl Planner<'_> {
             scope,
             rowtime,
             updating,
+            windows,
         })
     }
 
@@ -422,6 +453,23 @@ impl Planner<'_> {
         let mut computed = std::collections::HashMap::new();
         let mut key_exprs = Vec::with_capacity(keys.len());
         let mut window = None;
+        // GROUP BY window_start, window_end (and other keys) of a window table function, or
+        // of an earlier window aggregate's result: a window aggregate.
+        if let Some((ws, we)) = input.windows {
+            let bound: Vec<Option<usize>> = keys
+                .iter()
+                .map(|k| match expr::bind(k, &input.scope, self.catalog) {
+                    Ok(Typed {
+                        expr: Scalar::Col(c),
+                        ..
+                    }) => Some(c),
+                    _ => None,
+                })
+                .collect();
+            if bound.contains(&Some(ws)) && bound.contains(&Some(we)) {
+                return self.window_aggregate(input, keys, &bound, calls, (ws, we));
+            }
+        }
         for (i, k) in keys.iter().enumerate() {
             if let Some(w) = self.group_window(k, &input)? {
                 if window.is_some() {
@@ -484,6 +532,7 @@ impl Planner<'_> {
                 scope,
                 rowtime: Some(start + 2),
                 updating: false,
+                windows: Some((start, start + 1)),
             });
         }
         let mut scope = Scope::new(columns);
@@ -493,6 +542,232 @@ impl Planner<'_> {
             scope,
             rowtime: None,
             updating: true,
+            windows: None,
+        })
+    }
+
+    /// A `GROUP BY` of a window's `window_start` and `window_end` (positions `ws`, `we` in
+    /// `input`) and other keys: over a window table function, the window aggregate of its
+    /// input; over a window aggregate's result, one of the rows' own windows.
+    fn window_aggregate(
+        &self,
+        input: Plan,
+        keys: &[Expr],
+        bound: &[Option<usize>],
+        calls: &[sqlparser::ast::Function],
+        (ws, we): (usize, usize),
+    ) -> Result<Plan, SqlError> {
+        let scope_in = input.scope.clone();
+        let (source, window, own) = match input.node {
+            Node::WindowTvf(inner, window) => (*inner, window, false),
+            node => {
+                let plan = Plan { node, ..input };
+                (plan, GroupWindow::Columns { start: ws, end: we }, true)
+            }
+        };
+        // Over a table function, keys and arguments are bound over its rows (the input's
+        // rows and the window's three columns after them) and run on the input's rows:
+        // they may not read the window's columns.
+        let n = source.scope.columns.len();
+        let reads_window = |e: &Scalar| {
+            let mut cols = Vec::new();
+            columns_of(e, &mut cols);
+            !own && cols.iter().any(|&c| c >= n)
+        };
+        let mut columns = Vec::new();
+        let mut computed = std::collections::HashMap::new();
+        let mut key_exprs = Vec::new();
+        let mut props = Vec::new();
+        for (k, b) in keys.iter().zip(bound) {
+            if *b == Some(ws) || *b == Some(we) {
+                props.push((k.to_string(), *b == Some(ws)));
+                continue;
+            }
+            let e = expr::bind(k, &scope_in, self.catalog)?;
+            if reads_window(&e.expr) {
+                return Err(SqlError::plan(format!(
+                    "`{k}`: a window aggregate's key may not read window_time"
+                )));
+            }
+            let (qualifier, name) = match &e.expr {
+                Scalar::Col(c) => (
+                    scope_in.columns[*c].qualifier.clone(),
+                    scope_in.columns[*c].name.clone(),
+                ),
+                _ => (None, format!("EXPR${}", columns.len())),
+            };
+            computed.insert(k.to_string(), columns.len());
+            columns.push(Column {
+                qualifier,
+                name,
+                ty: e.ty.clone(),
+            });
+            key_exprs.push(e.expr);
+        }
+        let mut agg_calls = Vec::new();
+        for f in calls {
+            let text = Expr::Function(f.clone()).to_string();
+            if computed.contains_key(&text) {
+                continue;
+            }
+            let call = self.aggregate_call(f, &scope_in)?;
+            if call.arg.as_ref().is_some_and(reads_window)
+                || call.filter.as_ref().is_some_and(reads_window)
+            {
+                return Err(SqlError::plan(format!(
+                    "`{text}`: an aggregate of a window may not read the window's columns"
+                )));
+            }
+            computed.insert(text, columns.len());
+            columns.push(Column {
+                qualifier: None,
+                name: format!("EXPR${}", columns.len()),
+                ty: call.ty.clone(),
+            });
+            agg_calls.push(call);
+        }
+        let start = columns.len();
+        for (i, name) in ["window_start", "window_end", "window_time"]
+            .iter()
+            .enumerate()
+        {
+            columns.push(Column {
+                qualifier: None,
+                name: name.to_string(),
+                ty: SqlType::Timestamp,
+            });
+            computed.insert(name.to_string(), start + i);
+        }
+        for (text, is_start) in props {
+            computed.insert(text, if is_start { start } else { start + 1 });
+        }
+        let mut scope = Scope::new(columns);
+        scope.computed = computed;
+        Ok(Plan {
+            node: Node::WindowAggregate(Box::new(source), window, key_exprs, agg_calls),
+            scope,
+            rowtime: Some(start + 2),
+            updating: false,
+            windows: Some((start, start + 1)),
+        })
+    }
+
+    /// A window table function in FROM: `TUMBLE(TABLE t, DESCRIPTOR(c), size)`,
+    /// `HOP(TABLE t, DESCRIPTOR(c), slide, size)`, `SESSION(TABLE t PARTITION BY k,
+    /// DESCRIPTOR(c), gap)` (named arguments, `DATA => ...`, too).
+    fn window_tvf(&self, call: &Expr) -> Result<Plan, SqlError> {
+        let Expr::Function(f) = call else {
+            return Err(SqlError::plan(format!("`{call}` in FROM is not supported")));
+        };
+        let name = f.name.to_string().to_ascii_uppercase();
+        let FunctionArguments::List(list) = &f.args else {
+            return Err(SqlError::plan(format!(
+                "`{call}`: a window function takes arguments"
+            )));
+        };
+        let args: Vec<&Expr> = list
+            .args
+            .iter()
+            .filter_map(|a| match a {
+                FunctionArg::Unnamed(FunctionArgExpr::Expr(e))
+                | FunctionArg::Named {
+                    arg: FunctionArgExpr::Expr(e),
+                    ..
+                } => Some(e),
+                _ => None,
+            })
+            .collect();
+        let table = match args.first() {
+            Some(Expr::Function(t)) if t.name.to_string() == crate::parser::TABLE_ARGUMENT => t,
+            _ => {
+                return Err(SqlError::plan(format!(
+                    "`{call}`: the first argument must be TABLE name"
+                )))
+            }
+        };
+        let FunctionArguments::List(targs) = &table.args else {
+            return Err(SqlError::plan(format!("`{call}`: TABLE needs a name")));
+        };
+        let table_name = targs
+            .args
+            .first()
+            .map(|a| a.to_string())
+            .unwrap_or_default();
+        let table_name = table_name.trim_matches('`').to_string();
+        let partition = targs.args.len() > 1;
+        let input = self.named_relation(&table_name, &table_name)?;
+        let time = match args.get(1) {
+            Some(Expr::Function(d)) if d.name.to_string().eq_ignore_ascii_case("DESCRIPTOR") => {
+                match &d.args {
+                    FunctionArguments::List(l) if l.args.len() == 1 => l.args[0].to_string(),
+                    _ => String::new(),
+                }
+            }
+            _ => String::new(),
+        };
+        let time = time.trim_matches('`').to_string();
+        let Some(time_col) = input.scope.resolve(None, &time)? else {
+            return Err(SqlError::plan(format!(
+                "`{call}`: the second argument must be DESCRIPTOR(column) naming a column of {table_name}"
+            )));
+        };
+        if input.rowtime != Some(time_col) {
+            return Err(SqlError::plan(format!(
+                "`{call}`: `{time}` is not the rowtime of {table_name} (its WATERMARK FOR column); processing-time windows are not supported yet"
+            )));
+        }
+        let mut ms = Vec::new();
+        for a in &args[2..] {
+            let bound = expr::bind(a, &input.scope, self.catalog)?;
+            match (bound.ty, bound.expr) {
+                (SqlType::Interval, Scalar::Lit(Datum::Int(v))) if v > 0 => ms.push(v),
+                _ => {
+                    return Err(SqlError::plan(format!(
+                        "`{call}`: `{a}` must be a positive constant INTERVAL"
+                    )))
+                }
+            }
+        }
+        let window = match (name.as_str(), ms.as_slice()) {
+            ("TUMBLE", [size]) => GroupWindow::Tumble { size: *size },
+            ("HOP", [slide, size]) => GroupWindow::Hop {
+                slide: *slide,
+                size: *size,
+            },
+            ("SESSION", [gap]) => GroupWindow::Session { gap: *gap },
+            ("TUMBLE" | "HOP" | "SESSION", _) => {
+                return Err(SqlError::plan(format!(
+                    "`{call}`: expected TUMBLE(TABLE t, DESCRIPTOR(c), size), HOP(..., slide, size) or SESSION(..., gap)"
+                )))
+            }
+            _ => {
+                return Err(SqlError::plan(format!(
+                    "the table function `{name}` is not supported (window functions: TUMBLE, HOP, SESSION)"
+                )))
+            }
+        };
+        if partition && !matches!(window, GroupWindow::Session { .. }) {
+            return Err(SqlError::plan(format!(
+                "`{call}`: only SESSION takes PARTITION BY"
+            )));
+        }
+        let mut scope = input.scope.clone();
+        scope.computed.clear();
+        let n = scope.columns.len();
+        for name in ["window_start", "window_end", "window_time"] {
+            scope.columns.push(Column {
+                qualifier: None,
+                name: name.to_string(),
+                ty: SqlType::Timestamp,
+            });
+        }
+        let updating = input.updating;
+        Ok(Plan {
+            node: Node::WindowTvf(Box::new(input), window),
+            scope,
+            rowtime: Some(n + 2),
+            updating,
+            windows: Some((n, n + 1)),
         })
     }
 
@@ -635,6 +910,7 @@ impl Planner<'_> {
             scope,
             rowtime,
             updating: true,
+            windows: None,
         })
     }
 
@@ -697,6 +973,35 @@ impl Planner<'_> {
         })
     }
 
+    /// The table or view `name`, its columns qualified by `qualifier`.
+    fn named_relation(&self, name: &str, qualifier: &str) -> Result<Plan, SqlError> {
+        let mut plan = if let Some(table) = self.catalog.table(name) {
+            Plan {
+                scope: table.scope(name),
+                rowtime: table.watermark.as_ref().map(|(i, _)| *i),
+                node: Node::Scan(Arc::clone(table)),
+                updating: false,
+                windows: None,
+            }
+        } else if let Some(view) = self.catalog.view(name) {
+            if self.depth > 32 {
+                return Err(SqlError::plan(format!(
+                    "the view `{name}` is defined in terms of itself"
+                )));
+            }
+            Planner {
+                catalog: self.catalog,
+                depth: self.depth + 1,
+            }
+            .query(view)
+            .map_err(|e| e.context(format!("the view `{name}`")))?
+        } else {
+            return Err(SqlError::plan(format!("no table or view named `{name}`")));
+        };
+        requalify(&mut plan.scope, qualifier);
+        Ok(plan)
+    }
+
     /// A FROM item.
     fn relation(&self, factor: &TableFactor) -> Result<Plan, SqlError> {
         match factor {
@@ -717,30 +1022,7 @@ impl Planner<'_> {
                 let qualifier = alias
                     .as_ref()
                     .map_or(name.clone(), |a| a.name.value.clone());
-                let mut plan = if let Some(table) = self.catalog.table(&name) {
-                    Plan {
-                        scope: table.scope(&name),
-                        rowtime: table.watermark.as_ref().map(|(i, _)| *i),
-                        node: Node::Scan(Arc::clone(table)),
-                        updating: false,
-                    }
-                } else if let Some(view) = self.catalog.view(&name) {
-                    if self.depth > 32 {
-                        return Err(SqlError::plan(format!(
-                            "the view `{name}` is defined in terms of itself"
-                        )));
-                    }
-                    Planner {
-                        catalog: self.catalog,
-                        depth: self.depth + 1,
-                    }
-                    .query(view)
-                    .map_err(|e| e.context(format!("the view `{name}`")))?
-                } else {
-                    return Err(SqlError::plan(format!("no table or view named `{name}`")));
-                };
-                requalify(&mut plan.scope, &qualifier);
-                Ok(plan)
+                self.named_relation(&name, &qualifier)
             }
             TableFactor::Derived {
                 subquery, alias, ..
@@ -753,6 +1035,13 @@ impl Planner<'_> {
                             c.qualifier = None;
                         }
                     }
+                }
+                Ok(plan)
+            }
+            TableFactor::TableFunction { expr: call, alias } => {
+                let mut plan = self.window_tvf(call)?;
+                if let Some(a) = alias {
+                    requalify(&mut plan.scope, &a.name.value);
                 }
                 Ok(plan)
             }
@@ -859,6 +1148,7 @@ pub fn fit_to(input: Plan, table: &Table, columns: &[String]) -> Result<Plan, Sq
         scope,
         rowtime,
         updating,
+        windows: None,
     })
 }
 
@@ -912,6 +1202,7 @@ fn join(left: Plan, right: Plan) -> Plan {
         scope: Scope::new(columns),
         rowtime: None,
         updating: left.updating || right.updating,
+        windows: None,
         node: Node::Join(Box::new(left), Box::new(right), JoinSpec::default()),
     }
 }
@@ -993,6 +1284,7 @@ fn join_condition(plan: Plan, predicate: Scalar) -> (Plan, Option<Scalar>) {
         scope,
         rowtime,
         updating,
+        windows,
     } = plan;
     let (mut left, mut right, mut spec) = match node {
         Node::Join(l, r, spec) => (l, r, spec),
@@ -1002,6 +1294,7 @@ fn join_condition(plan: Plan, predicate: Scalar) -> (Plan, Option<Scalar>) {
                 scope,
                 rowtime,
                 updating,
+                windows,
             };
             return (plan, Some(predicate));
         }
@@ -1057,6 +1350,7 @@ fn join_condition(plan: Plan, predicate: Scalar) -> (Plan, Option<Scalar>) {
         scope,
         rowtime,
         updating,
+        windows: None,
     };
     (plan, None)
 }
@@ -1067,6 +1361,7 @@ fn filter(input: Plan, predicate: Scalar) -> Plan {
         scope: input.scope.clone(),
         rowtime: input.rowtime,
         updating: input.updating,
+        windows: input.windows,
         node: Node::Filter(Box::new(input), predicate),
     }
 }
