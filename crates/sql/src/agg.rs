@@ -444,3 +444,141 @@ impl spate_dataflow::AggregateFunction<SqlRow> for WindowAggregate {
             .collect()
     }
 }
+
+/// The running state of one aggregate of one group whose input is a changelog: what it
+/// needs to take a row back (`-U`, `-D`) as well as to add one.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum RetractAcc {
+    /// A count.
+    Count(i64),
+    /// How many times each value is in the group (`COUNT(DISTINCT)`, `MIN`, `MAX`).
+    Values(Vec<(Datum, i64)>),
+    /// A sum of integers or unscaled decimals (in `i128`), of doubles, and how many values.
+    Sum(i128, f64, i64),
+}
+
+impl AggCall {
+    fn create_retract(&self) -> RetractAcc {
+        match self.func {
+            AggFunc::CountStar | AggFunc::Count => RetractAcc::Count(0),
+            AggFunc::CountDistinct | AggFunc::Min | AggFunc::Max => RetractAcc::Values(Vec::new()),
+            AggFunc::Sum | AggFunc::Avg => RetractAcc::Sum(0, 0.0, 0),
+        }
+    }
+
+    /// Adds (`sign` 1) or takes back (`sign` -1) one row.
+    fn apply(&self, acc: &mut RetractAcc, row: &[Datum], sign: i64) {
+        if let Some(f) = &self.filter {
+            if !f.test(row) {
+                return;
+            }
+        }
+        let value = match &self.arg {
+            Some(a) => {
+                let v = a.eval(row);
+                if v.is_null() {
+                    return;
+                }
+                v
+            }
+            None => Datum::Null,
+        };
+        match acc {
+            RetractAcc::Count(n) => *n += sign,
+            RetractAcc::Values(values) => match values.iter().position(|(v, _)| *v == value) {
+                Some(i) => {
+                    values[i].1 += sign;
+                    if values[i].1 == 0 {
+                        values.swap_remove(i);
+                    }
+                }
+                None => values.push((value, sign)),
+            },
+            RetractAcc::Sum(sum, fsum, n) => {
+                match value {
+                    Datum::Double(f) => *fsum += f * sign as f64,
+                    v => *sum += i128::from(v.as_i64().unwrap_or(0)) * i128::from(sign),
+                }
+                *n += sign;
+            }
+        }
+    }
+
+    fn retract_result(&self, acc: &RetractAcc) -> Datum {
+        match acc {
+            RetractAcc::Count(n) => Datum::Int(*n),
+            RetractAcc::Values(values) => match self.func {
+                AggFunc::CountDistinct => {
+                    Datum::Int(values.iter().filter(|(_, n)| *n > 0).count() as i64)
+                }
+                _ => {
+                    let mut best = Acc::Extreme(None);
+                    let call = AggCall {
+                        filter: None,
+                        arg: Some(Scalar::Col(0)),
+                        ..self.clone()
+                    };
+                    for (v, n) in values {
+                        if *n > 0 {
+                            call.add(&mut best, std::slice::from_ref(v));
+                        }
+                    }
+                    call.result(&best)
+                }
+            },
+            RetractAcc::Sum(sum, fsum, n) => {
+                if *n <= 0 {
+                    return Datum::Null;
+                }
+                if self.func == AggFunc::Sum {
+                    return match &self.ty {
+                        SqlType::Double => Datum::Double(*fsum),
+                        SqlType::Decimal(..) => {
+                            i64::try_from(*sum).map_or(Datum::Null, Datum::Decimal)
+                        }
+                        _ => i64::try_from(*sum).map_or(Datum::Null, Datum::Int),
+                    };
+                }
+                self.result(&Acc::Avg(*sum, *fsum, *n))
+            }
+        }
+    }
+}
+
+/// The aggregates of a `GROUP BY` over a changelog (an aggregate of an updating result, as
+/// Nexmark q4's average of maxima): rows are added by `+I`/`+U` and taken back by
+/// `-U`/`-D`; a group whose rows are all taken back has no result row (`-D`).
+pub struct RetractAggregate {
+    /// The aggregates.
+    pub calls: Arc<[AggCall]>,
+}
+
+impl UpdatingAggregate<SqlRow, spate_dataflow::Change<SqlRow>> for RetractAggregate {
+    /// The group's number of rows, and the aggregates' states.
+    type Acc = (i64, Vec<RetractAcc>);
+    type Out = SqlRow;
+    fn create(&self) -> Self::Acc {
+        (0, self.calls.iter().map(AggCall::create_retract).collect())
+    }
+    fn add(&self, acc: &mut Self::Acc, change: spate_dataflow::Change<SqlRow>) {
+        let sign = if change.kind.is_addition() { 1 } else { -1 };
+        acc.0 += sign;
+        for (call, a) in self.calls.iter().zip(acc.1.iter_mut()) {
+            call.apply(a, &change.row, sign);
+        }
+    }
+    fn results(&self, key: &SqlRow, acc: &Self::Acc, out: &mut Vec<SqlRow>) {
+        if acc.0 <= 0 {
+            return;
+        }
+        let mut row = Vec::with_capacity(key.len() + acc.1.len());
+        row.extend(key.iter().cloned());
+        row.extend(
+            self.calls
+                .iter()
+                .zip(&acc.1)
+                .map(|(c, a)| c.retract_result(a)),
+        );
+        out.push(row);
+    }
+}

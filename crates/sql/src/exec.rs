@@ -30,7 +30,7 @@ use spate_types::{
     SpateResult,
 };
 
-use crate::agg::{GroupAggregate, RankAggregate, WindowAggregate};
+use crate::agg::{GroupAggregate, RankAggregate, RetractAggregate, WindowAggregate};
 use crate::catalog::Table;
 use crate::expr::Scalar;
 use crate::format::write_json_row;
@@ -225,12 +225,21 @@ pub fn build(env: &StreamEnv, plan: &Plan) -> Result<Rows, SqlError> {
             Rows::Append(out.name("window-aggregate"))
         }
         Node::Aggregate(input, keys, calls) => {
-            let Rows::Append(s) = build(env, input)? else {
-                return Err(SqlError::plan(
-                    "an aggregate over an updating (changelog) input is not supported yet",
-                ));
-            };
             let keys: Arc<[Scalar]> = keys.clone().into();
+            let s = match build(env, input)? {
+                Rows::Append(s) => s,
+                Rows::Changes(s) => {
+                    return Ok(Rows::Changes(
+                        s.key_by(move |c: &Change<SqlRow>| {
+                            keys.iter().map(|k| k.eval(&c.row)).collect::<SqlRow>()
+                        })
+                        .updating(RetractAggregate {
+                            calls: calls.clone().into(),
+                        })
+                        .name("group-aggregate"),
+                    ))
+                }
+            };
             Rows::Changes(
                 s.key_by(move |row: &SqlRow| keys.iter().map(|k| k.eval(row)).collect::<SqlRow>())
                     .updating(GroupAggregate {
@@ -539,10 +548,11 @@ pub fn sink(rows: Rows, types: Vec<SqlType>, target: &Target) -> Result<(), SqlE
                 .name("sink");
         }
         Target::Print(_) => {
-            rows.sink_to(PrintSink { types }).name("print");
+            rows.sink_to(PrintSink { types }).name("sink.print");
         }
         Target::Collect(handle) => {
-            rows.sink_to(CollectSink::with_handle(handle)).name("collect");
+            rows.sink_to(CollectSink::with_handle(handle))
+                .name("sink.collect");
         }
         Target::Table(table) => match table.connector()? {
             "blackhole" => {
@@ -615,7 +625,7 @@ impl SinkWriter<Change<SqlRow>> for PrintWriter {
                 if i > 0 {
                     self.buf.push_str(", ");
                 }
-                crate::format::write_text(d, t, &mut self.buf);
+                crate::format::write_print(d, t, &mut self.buf);
             }
             self.buf.push_str("]\n");
         }

@@ -525,7 +525,15 @@ fn column(scope: &Scope, idents: &[Ident]) -> Result<Typed, SqlError> {
         }
     }
     let Some((index, used)) = start else {
-        return Err(SqlError::plan(format!("no column named `{full}`")));
+        let at = idents[0].span.start;
+        return Err(SqlError::plan(if at.line > 0 {
+            format!(
+                "no column named `{full}` (line {}, column {})",
+                at.line, at.column
+            )
+        } else {
+            format!("no column named `{full}`")
+        }));
     };
     let mut expr = Scalar::Col(index);
     let mut ty = scope.columns[index].ty.clone();

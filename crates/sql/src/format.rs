@@ -82,6 +82,43 @@ pub fn write_text(d: &Datum, ty: &SqlType, out: &mut String) {
     }
 }
 
+/// Appends a value as Flink's `Row.toString()` writes it (the `print` connector, the SQL
+/// client's changelog): `null` for NULL, `true`/`false`, timestamps as Java's
+/// `LocalDateTime` (`2024-01-01T00:00:04.400`, with `:ss` and `.SSS` left out when zero),
+/// rows as `(a, b)`; other values as their text.
+pub fn write_print(d: &Datum, ty: &SqlType, out: &mut String) {
+    use std::fmt::Write;
+    match d {
+        Datum::Null => out.push_str("null"),
+        Datum::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+        Datum::Timestamp(ms) => {
+            let (y, mo, day, h, mi, sec, milli) = crate::types::timestamp_parts(*ms);
+            let _ = write!(out, "{y:04}-{mo:02}-{day:02}T{h:02}:{mi:02}");
+            if sec != 0 || milli != 0 {
+                let _ = write!(out, ":{sec:02}");
+            }
+            if milli != 0 {
+                let _ = write!(out, ".{milli:03}");
+            }
+        }
+        Datum::Row(fields) => {
+            out.push('(');
+            for (i, f) in fields.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                let t = match ty {
+                    SqlType::Row(ts) => ts.get(i).map(|(_, t)| t.clone()).unwrap_or(SqlType::Null),
+                    _ => SqlType::Null,
+                };
+                write_print(f, &t, out);
+            }
+            out.push(')');
+        }
+        other => write_text(other, ty, out),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -108,5 +145,39 @@ mod tests {
             String::from_utf8(out).unwrap(),
             r#"[1000,"18002.008","2024-01-01 00:00:04.400","a\"b",null]"#
         );
+    }
+
+    #[test]
+    fn printed_values_are_flinks_row_to_string() {
+        let text = |d: Datum, t: SqlType| {
+            let mut out = String::new();
+            write_print(&d, &t, &mut out);
+            out
+        };
+        assert_eq!(text(Datum::Null, SqlType::BigInt), "null");
+        assert_eq!(text(Datum::Bool(true), SqlType::Boolean), "true");
+        let t = |s| crate::types::parse_timestamp(s).unwrap();
+        assert_eq!(
+            text(
+                Datum::Timestamp(t("2024-01-01 00:00:04.400")),
+                SqlType::Timestamp
+            ),
+            "2024-01-01T00:00:04.400"
+        );
+        assert_eq!(
+            text(
+                Datum::Timestamp(t("2024-01-01 10:20:00")),
+                SqlType::Timestamp
+            ),
+            "2024-01-01T10:20"
+        );
+        assert_eq!(
+            text(
+                Datum::Timestamp(t("2024-01-01 10:20:07")),
+                SqlType::Timestamp
+            ),
+            "2024-01-01T10:20:07"
+        );
+        assert_eq!(text(Datum::Decimal(5), SqlType::Decimal(10, 3)), "0.005");
     }
 }

@@ -444,11 +444,6 @@ impl Planner<'_> {
         keys: &[Expr],
         calls: &[sqlparser::ast::Function],
     ) -> Result<Plan, SqlError> {
-        if input.updating {
-            return Err(SqlError::plan(
-                "an aggregate over an updating (changelog) input is not supported yet",
-            ));
-        }
         let mut columns = Vec::new();
         let mut computed = std::collections::HashMap::new();
         let mut key_exprs = Vec::with_capacity(keys.len());

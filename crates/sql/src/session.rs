@@ -79,6 +79,8 @@ impl Session {
     /// Runs one statement.
     pub fn execute(&mut self, located: &Located) -> Result<Outcome, SqlError> {
         self.run(&located.statement).map_err(|e| match e {
+            // A message that says where it is needs no statement position.
+            SqlError::Plan(m) if m.contains("(line ") => SqlError::Plan(m),
             SqlError::Plan(m) => SqlError::Plan(format!(
                 "line {}, column {}: {m}",
                 located.line, located.column

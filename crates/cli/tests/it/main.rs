@@ -9,6 +9,7 @@ mod nats;
 mod nexmark;
 mod operations;
 mod savepoints;
+mod sql;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
