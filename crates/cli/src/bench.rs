@@ -111,6 +111,17 @@ pub struct NexmarkBenchArgs {
     /// How often to checkpoint with --checkpoint-dir, such as `1s`.
     #[arg(long, default_value = "1s")]
     pub checkpoint_interval: String,
+    /// Which front runs each query: `rust` (the DataStream pipelines of `spate nexmark
+    /// run`), `sql` (the Nexmark suite's Flink SQL texts through `spate sql`, over --input),
+    /// or `both`, one after the other in the same run.
+    #[arg(long, default_value = "rust", value_parser = ["rust", "sql", "both"])]
+    pub front: String,
+    /// With `--front sql`: the folder of the suite's SQL texts (`qN.sql`, `ddl_views.sql`).
+    #[arg(long, default_value = "../shared/nexmark/flink-sql")]
+    pub sql_dir: PathBuf,
+    /// With `--front sql`: the script that defines the `datagen` table over `${INPUT}`.
+    #[arg(long, default_value = "examples/sql/nexmark_file.sql")]
+    pub sql_source: PathBuf,
 }
 
 /// `spate bench backpressure`.
@@ -482,10 +493,24 @@ fn nexmark(args: &NexmarkBenchArgs) -> Result<()> {
             .map(str::parse)
             .collect::<Result<_, _>>()?
     };
+    let fronts: &[&str] = match args.front.as_str() {
+        "sql" => &["sql"],
+        "both" => &["rust", "sql"],
+        _ => &["rust"],
+    };
+    if fronts.contains(&"sql") && args.input.is_none() {
+        bail!("--front sql reads --input FILE (the SQL texts' table is a JSON-lines file)");
+    }
     let mut runs = 0;
     for query in queries {
         let query = query.name();
         for _ in 0..args.repeat {
+            if fronts.contains(&"sql") {
+                run_sql_query(&exe, args, query)?;
+                if !fronts.contains(&"rust") {
+                    continue;
+                }
+            }
             let checkpointed = args.checkpoint_dir.iter().map(Some);
             for checkpoint_dir in std::iter::once(None).chain(checkpointed) {
                 runs += 1;
@@ -516,12 +541,52 @@ fn nexmark(args: &NexmarkBenchArgs) -> Result<()> {
                 }
                 let stdout = String::from_utf8_lossy(&out.stdout);
                 match stdout.lines().rev().find(|l| l.starts_with('{')) {
-                    Some(line) => println!("{line}"),
+                    Some(line) if args.front == "rust" => println!("{line}"),
+                    Some(line) => {
+                        let mut value: serde_json::Value = serde_json::from_str(line)?;
+                        value["front"] = serde_json::Value::from("rust");
+                        println!("{value}");
+                    }
                     None => bail!("{query}: no result line"),
                 }
             }
         }
     }
+    Ok(())
+}
+
+/// Runs the suite's SQL text of `query` over `--input` with `spate sql --json` and prints
+/// its result line.
+fn run_sql_query(exe: &std::path::Path, args: &NexmarkBenchArgs, query: &str) -> Result<()> {
+    let input = args.input.as_ref().expect("checked");
+    let scratch = tempfile::tempdir().context("cannot make a scratch directory")?;
+    let mut cmd = Command::new(exe);
+    cmd.arg("sql")
+        .arg("--json")
+        .arg("-i")
+        .arg(&args.sql_source)
+        .arg("-i")
+        .arg(args.sql_dir.join("ddl_views.sql"))
+        .arg("-f")
+        .arg(args.sql_dir.join(format!("{query}.sql")))
+        .arg("-D")
+        .arg(format!("INPUT={}", input.display()))
+        .args(["-D", "NEXMARK_TABLE=datagen", "-D", "SUBMIT_TIME=bench"])
+        .arg("-D")
+        .arg(format!("NEXMARK_DIR={}", scratch.path().display()))
+        .args(["--workers", &args.workers.to_string()])
+        .args(["--processes", &args.processes.to_string()]);
+    let out = cmd.output().context("cannot run spate sql")?;
+    if !out.status.success() {
+        bail!("{query} (sql): {}", String::from_utf8_lossy(&out.stderr).trim());
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let Some(line) = stdout.lines().rev().find(|l| l.starts_with('{')) else {
+        bail!("{query} (sql): no result line");
+    };
+    let mut value: serde_json::Value = serde_json::from_str(line)?;
+    value["query"] = serde_json::Value::from(query);
+    println!("{value}");
     Ok(())
 }
 

@@ -52,6 +52,10 @@ pub struct SqlArgs {
     /// Start the (first) job from a checkpoint or savepoint: `latest` or a location.
     #[arg(long, requires = "checkpoint_dir")]
     pub restore: Option<String>,
+    /// Print one JSON line per finished job (events read, wall time, events/s, rows, peak
+    /// memory) on stdout, for `spate bench nexmark --front sql`.
+    #[arg(long)]
+    pub json: bool,
     /// In a process started by a job's supervisor: the job (0 for the script's first
     /// INSERT or SELECT) this process belongs to.
     #[arg(long, hide = true)]
@@ -107,20 +111,35 @@ pub fn run(args: SqlArgs) -> Result<()> {
         LaunchCommand::new(program.clone(), args)
     }));
     let quiet = args.job_index.is_some();
+    let report = Report {
+        quiet,
+        json: args.json,
+        workers: args.workers * args.processes,
+    };
     for init in &args.init {
-        run_file(&mut session, init, &args.define, quiet)?;
+        run_file(&mut session, init, &args.define, &report)?;
     }
     match &args.file {
-        Some(file) => run_file(&mut session, file, &args.define, quiet),
+        Some(file) => run_file(&mut session, file, &args.define, &report),
         None => shell(&mut session, &args.define),
     }
+}
+
+/// How a script's outcomes are shown.
+struct Report {
+    /// A process started for one job by its supervisor says nothing.
+    quiet: bool,
+    /// Jobs as JSON lines on stdout.
+    json: bool,
+    /// Workers in all.
+    workers: usize,
 }
 
 fn run_file(
     session: &mut Session,
     path: &PathBuf,
     vars: &[(String, String)],
-    quiet: bool,
+    report: &Report,
 ) -> Result<()> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read the script {}", path.display()))?;
@@ -130,7 +149,28 @@ fn run_file(
         .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     for s in &statements {
         match session.execute(s) {
-            Ok(Outcome::Info(text)) if !quiet && !text.is_empty() => eprintln!("{text}"),
+            Ok(_) if report.quiet => {}
+            Ok(Outcome::Info(text)) if !text.is_empty() => eprintln!("{text}"),
+            Ok(Outcome::Job(job)) if report.json => {
+                let secs = job.elapsed.as_secs_f64();
+                let eps = job.read as f64 / secs.max(1e-9);
+                let line = serde_json::json!({
+                    "bench": "nexmark",
+                    "front": "sql",
+                    "script": path.file_name().map(|n| n.to_string_lossy().into_owned()),
+                    "job": job.name,
+                    "events": job.read,
+                    "workers": report.workers,
+                    "wall_s": (secs * 1000.0).round() / 1000.0,
+                    "events_per_s": eps.round(),
+                    "events_per_s_per_worker": (eps / report.workers.max(1) as f64).round(),
+                    "rows": job.written,
+                    "planning_ms": (job.planning.as_secs_f64() * 1e4).round() / 10.0,
+                    "peak_rss_mb": crate::util::peak_rss_mb().map(|r| (r * 10.0).round() / 10.0),
+                });
+                println!("{line}");
+            }
+            Ok(Outcome::Job(job)) => eprintln!("{job}"),
             Ok(_) => {}
             Err(e) => bail!("{}: {e}", path.display()),
         }
@@ -191,10 +231,10 @@ fn shell(session: &mut Session, vars: &[(String, String)]) -> Result<()> {
             .and_then(|t| spate_sql::parser::parse_script(&t))
             .and_then(|statements| {
                 for s in &statements {
-                    if let Outcome::Info(text) = session.execute(s)? {
-                        if !text.is_empty() {
-                            println!("{text}");
-                        }
+                    match session.execute(s)? {
+                        Outcome::Info(text) if !text.is_empty() => println!("{text}"),
+                        Outcome::Job(job) => eprintln!("{job}"),
+                        _ => {}
                     }
                 }
                 Ok(())

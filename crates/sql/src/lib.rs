@@ -40,7 +40,7 @@ pub mod plan;
 pub mod session;
 pub mod types;
 
-pub use session::{Outcome, QueryResult, Session};
+pub use session::{JobSummary, Outcome, QueryResult, Session};
 pub use types::{Datum, SqlRow, SqlType};
 
 /// An error of a SQL statement: one line naming the problem.

@@ -26,8 +26,37 @@ use crate::SqlError;
 pub enum Outcome {
     /// A message for the user (`[INFO] Execute statement succeeded.`, a table listing).
     Info(String),
+    /// A job ran to its end.
+    Job(JobSummary),
     /// Nothing to say (a job statement this process does not run).
     Nothing,
+}
+
+/// What a finished `INSERT` or `SELECT` job did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobSummary {
+    /// The job's name (`insert-into-<table>`, `select`).
+    pub name: String,
+    /// Its wall time.
+    pub elapsed: std::time::Duration,
+    /// Records read by its busiest scan (a table read twice, as by a self-join, counts once).
+    pub read: u64,
+    /// Rows (changes) written by its sink.
+    pub written: u64,
+    /// How long planning took (binding, typing, building the operators).
+    pub planning: std::time::Duration,
+}
+
+impl std::fmt::Display for JobSummary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "[INFO] Job {} finished: {} rows in {:.3} s.",
+            self.name,
+            self.written,
+            self.elapsed.as_secs_f64()
+        )
+    }
 }
 
 /// Builds a job's launch command for the other processes of the job of statement `n`.
@@ -182,6 +211,7 @@ impl Session {
                 let target = self.catalog.table(table).cloned().ok_or_else(|| {
                     SqlError::plan(format!("INSERT INTO {table}: no table named `{table}`"))
                 })?;
+                let planning = std::time::Instant::now();
                 let plan = plan::plan_query(query, &self.catalog)?;
                 let plan = plan::fit_to(plan, &target, columns)?;
                 let sink = match self.redirects.iter().find(|(t, _)| t == table) {
@@ -191,17 +221,18 @@ impl Session {
                 if self.only_job.is_some_and(|j| j != job) {
                     return Ok(Outcome::Nothing);
                 }
-                self.run_job(job, &format!("insert-into-{table}"), &plan, &sink)
+                self.run_job(job, &format!("insert-into-{table}"), &plan, &sink, planning)
             }
             Statement::Query(query) => {
                 let job = self.next_job();
+                let planning = std::time::Instant::now();
                 let plan = plan::plan_query(query, &self.catalog)?;
                 if self.only_job.is_some_and(|j| j != job) {
                     return Ok(Outcome::Nothing);
                 }
                 let sink =
                     Target::Print(plan.scope.columns.iter().map(|c| c.name.clone()).collect());
-                self.run_job(job, "select", &plan, &sink)
+                self.run_job(job, "select", &plan, &sink, planning)
             }
         }
     }
@@ -302,6 +333,7 @@ impl Session {
         name: &str,
         plan: &Plan,
         sink: &Target,
+        planning: std::time::Instant,
     ) -> Result<Outcome, SqlError> {
         let mut config = self.config.clone();
         if config.processes > 1 {
@@ -309,28 +341,32 @@ impl Session {
                 config.launch = Some(launch(job));
             }
         }
-        config
-            .validate()
-            .map_err(|e| SqlError::plan(e.to_string()))?;
+        config.validate().map_err(|e| SqlError::plan(e.to_string()))?;
         let env = StreamEnv::new(config);
         let rows = exec::build(&env, plan)?;
         exec::sink(rows, plan.types(), sink)?;
+        let planning = planning.elapsed();
         let result = env
             .execute(name)
             .map_err(|e| SqlError::Run(e.to_string()))?;
         if !result.is_reporter() {
             return Ok(Outcome::Nothing);
         }
-        let written = result
-            .metrics
-            .iter()
-            .filter(|(k, _)| k.starts_with("sink") && k.ends_with(".numRecordsIn"))
-            .map(|(_, v)| *v)
-            .sum::<u64>();
-        Ok(Outcome::Info(format!(
-            "[INFO] Job {name} finished: {written} rows in {:.3} s.",
-            result.elapsed.as_secs_f64()
-        )))
+        let of = |prefix: &'static str, suffix: &'static str| -> Vec<u64> {
+            result
+                .metrics
+                .iter()
+                .filter(|(k, _)| k.starts_with(prefix) && k.ends_with(suffix))
+                .map(|(_, v)| *v)
+                .collect()
+        };
+        Ok(Outcome::Job(JobSummary {
+            name: name.to_string(),
+            elapsed: result.elapsed,
+            read: of("scan.", ".numRecordsOut").into_iter().max().unwrap_or(0),
+            written: of("sink", ".numRecordsIn").into_iter().sum(),
+            planning,
+        }))
     }
 }
 
