@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use spate_connectors::files::json::{RowBuilder, RowDecoder};
 use spate_connectors::{
-    CollectHandle, CollectSink, DiscardSink, FileSink, JsonLinesSource, SingleFileSink,
+    CollectHandle, CollectSink, CsvSource, DiscardSink, FileSink, JsonLinesSource, SingleFileSink,
 };
 use spate_dataflow::{
     Change, DataStream, EventTimeSessionWindows, EventTimeTrigger, RowKind,
@@ -383,13 +383,18 @@ fn scan(env: &StreamEnv, table: &Arc<Table>) -> Result<DataStream<SqlRow>, SqlEr
                 .ok_or_else(|| {
                     SqlError::plan(format!("the filesystem table `{}` has no 'path'", table.name))
                 })?;
+            // Flink's legacy option names (`connector.path`, `format.type`) give URLs.
+            let path = path.strip_prefix("file://").unwrap_or(path);
             let format = table
                 .option("format")
                 .or_else(|| table.option("format.type"))
                 .unwrap_or("json");
+            if format == "csv" {
+                return csv_scan(env, table, path);
+            }
             if format != "json" {
                 return Err(SqlError::plan(format!(
-                    "the table `{}`: the filesystem source reads 'json' (JSON lines) for now, not '{format}'",
+                    "the table `{}`: the filesystem source reads 'json' (JSON lines) or 'csv', not '{format}'",
                     table.name
                 )));
             }
@@ -423,7 +428,12 @@ fn scan(env: &StreamEnv, table: &Arc<Table>) -> Result<DataStream<SqlRow>, SqlEr
         }
     }
     .name(&format!("scan.{}", table.name));
-    Ok(match &table.watermark {
+    Ok(with_watermark(stream, table))
+}
+
+/// The table's `WATERMARK FOR` on its source's stream (so per split), or the stream as it is.
+fn with_watermark(stream: DataStream<SqlRow>, table: &Table) -> DataStream<SqlRow> {
+    match &table.watermark {
         Some((rowtime, watermark)) => {
             let rowtime = *rowtime;
             let watermark = watermark.clone();
@@ -441,7 +451,77 @@ fn scan(env: &StreamEnv, table: &Arc<Table>) -> Result<DataStream<SqlRow>, SqlEr
             )
         }
         None => stream,
-    })
+    }
+}
+
+/// A CSV filesystem table (Flink's `csv` format: no header, `,` between fields, or
+/// `'csv.field-delimiter'`): each field parsed as its column's type in the source's decoder,
+/// an empty field `NULL` (but for strings), computed columns evaluated there too.
+fn csv_scan(
+    env: &StreamEnv,
+    table: &Arc<Table>,
+    path: &str,
+) -> Result<DataStream<SqlRow>, SqlError> {
+    let types: Vec<SqlType> = table.physical().map(|c| c.ty.clone()).collect();
+    let names: Vec<String> = table.physical().map(|c| c.name.clone()).collect();
+    for (name, ty) in names.iter().zip(&types) {
+        if matches!(ty, SqlType::Row(_)) {
+            return Err(SqlError::plan(format!(
+                "the table `{}`: CSV cannot hold the nested row `{name}`",
+                table.name
+            )));
+        }
+    }
+    let delimiter = match table.option("csv.field-delimiter") {
+        None => b',',
+        Some(d) if d.len() == 1 => d.as_bytes()[0],
+        Some(d) => {
+            return Err(SqlError::plan(format!(
+                "the table `{}`: 'csv.field-delimiter' must be one character, not '{d}'",
+                table.name
+            )))
+        }
+    };
+    let make = row_maker(table);
+    let policy = match table.option("csv.ignore-parse-errors") {
+        Some("true") => BadRecordPolicy::Drop,
+        _ => BadRecordPolicy::Fail,
+    };
+    let decoder = Arc::new(
+        move |record: &csv::ByteRecord, _: Option<&csv::ByteRecord>| {
+            if record.len() != types.len() {
+                return Err(format!(
+                    "{} fields, the table has {} columns",
+                    record.len(),
+                    types.len()
+                ));
+            }
+            let mut values = Vec::with_capacity(types.len());
+            for ((field, ty), name) in record.iter().zip(&types).zip(&names) {
+                let text = std::str::from_utf8(field)
+                    .map_err(|_| format!("the field `{name}` is not UTF-8"))?;
+                let value = if text.is_empty() && *ty != SqlType::String {
+                    Datum::Null
+                } else {
+                    let v = crate::expr::cast_value(Datum::str(text), &SqlType::String, ty);
+                    if v.is_null() {
+                        return Err(format!("the field `{name}`: `{text}` is not a {ty}"));
+                    }
+                    v
+                };
+                values.push(value);
+            }
+            Ok(make(Datum::Row(values.into())))
+        },
+    );
+    let source = CsvSource::<SqlRow>::with_decoder(PathBuf::from(path), decoder)
+        .has_headers(false)
+        .delimiter(delimiter)
+        .policy(policy);
+    let stream = env
+        .from_source(source)
+        .name(&format!("scan.{}", table.name));
+    Ok(with_watermark(stream, table))
 }
 
 /// Turns a decoded physical row into the table's full row (computed columns evaluated).

@@ -165,6 +165,8 @@ pub enum Scalar {
     Call(Arc<Prepared>, Vec<Scalar>),
     /// A conversion.
     Cast(Box<Scalar>, SqlType, SqlType),
+    /// `PROCTIME()`: the wall clock when the row is computed (UTC milliseconds).
+    ProcTime,
 }
 
 /// A bound expression and its type.
@@ -423,6 +425,9 @@ pub fn bind(expr: &Expr, scope: &Scope, fns: &dyn Functions) -> Result<Typed, Sq
                 return Err(SqlError::plan(format!(
                     "`{expr}` is not allowed here (an aggregate or window function)"
                 )));
+            }
+            if name.eq_ignore_ascii_case("PROCTIME") {
+                return Ok(typed(Scalar::ProcTime, SqlType::Timestamp));
             }
             let Some(func) = fns.function(&name) else {
                 return Err(SqlError::plan(format!("no function named `{name}`")));
@@ -971,6 +976,11 @@ impl Scalar {
                 f.call(&values)
             }
             Scalar::Cast(x, from, to) => cast_value(x.eval(row), from, to),
+            Scalar::ProcTime => Datum::Timestamp(
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_millis() as i64),
+            ),
         }
     }
 

@@ -244,6 +244,50 @@ fn table_arguments(tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
             && next
                 .get(1)
                 .is_none_or(|&j| !matches!(tokens[j].token, Token::LParen | Token::Period));
+        // `FOR SYSTEM_TIME AS OF expr` after a joined table (Flink's lookup and temporal
+        // joins): dropped, up to the alias or ON. Spate joins the table's rows as they are
+        // read, which is a lookup join's result when the table does not change (a bounded
+        // side input, as Nexmark q13's).
+        let word_at = |j: Option<&usize>, w: &str| {
+            j.is_some_and(
+                |&j| matches!(&tokens[j].token, Token::Word(x) if x.value.eq_ignore_ascii_case(w)),
+            )
+        };
+        if is_word(t, Keyword::FOR)
+            && word_at(next.first(), "SYSTEM_TIME")
+            && word_at(next.get(1), "AS")
+            && word_at(next.get(2), "OF")
+        {
+            let mut j = next[2] + 1;
+            let mut depth = 0i32;
+            while j < tokens.len() {
+                match &tokens[j].token {
+                    Token::LParen => depth += 1,
+                    Token::RParen if depth == 0 => break,
+                    Token::RParen => depth -= 1,
+                    Token::SemiColon => break,
+                    Token::Word(w)
+                        if depth == 0
+                            && matches!(
+                                w.keyword,
+                                Keyword::AS
+                                    | Keyword::ON
+                                    | Keyword::JOIN
+                                    | Keyword::INNER
+                                    | Keyword::LEFT
+                                    | Keyword::WHERE
+                                    | Keyword::USING
+                            ) =>
+                    {
+                        break
+                    }
+                    _ => {}
+                }
+                j += 1;
+            }
+            i = j;
+            continue;
+        }
         if is_word(t, Keyword::TABLE) && after_open && name_follows {
             let span = t.span;
             out.push(word(TABLE_ARGUMENT, span));

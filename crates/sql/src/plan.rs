@@ -1206,7 +1206,7 @@ fn join(left: Plan, right: Plan) -> Plan {
 fn columns_of(e: &Scalar, out: &mut Vec<usize>) {
     match e {
         Scalar::Col(i) => out.push(*i),
-        Scalar::Lit(_) => {}
+        Scalar::Lit(_) | Scalar::ProcTime => {}
         Scalar::Field(x, _) | Scalar::Not(x) | Scalar::Neg(x) | Scalar::IsNull(x, _) => {
             columns_of(x, out)
         }
@@ -1235,6 +1235,7 @@ fn shift(e: &Scalar, by: usize) -> Scalar {
     match e {
         Scalar::Col(i) => Scalar::Col(i - by),
         Scalar::Lit(d) => Scalar::Lit(d.clone()),
+        Scalar::ProcTime => Scalar::ProcTime,
         Scalar::Field(x, f) => Scalar::Field(s(x), *f),
         Scalar::Not(x) => Scalar::Not(s(x)),
         Scalar::Neg(x) => Scalar::Neg(s(x)),

@@ -341,7 +341,9 @@ impl Session {
                 config.launch = Some(launch(job));
             }
         }
-        config.validate().map_err(|e| SqlError::plan(e.to_string()))?;
+        config
+            .validate()
+            .map_err(|e| SqlError::plan(e.to_string()))?;
         let env = StreamEnv::new(config);
         let rows = exec::build(&env, plan)?;
         exec::sink(rows, plan.types(), sink)?;
