@@ -22,12 +22,24 @@
 //! whose build would take most of CI's budget on two cores, and Spate needs its own
 //! streaming planner (time attributes, changelogs, windows) on top of it anyway.
 //!
-//! What a script can do today: Flink's DDL (`CREATE TABLE` with computed columns,
-//! `WATERMARK FOR`, `ROW<...>` types, `PRIMARY KEY ... NOT ENFORCED`, `WITH` options),
-//! views, `CREATE FUNCTION` for the functions Spate implements, and `INSERT INTO` / `SELECT`
-//! of projections and filters with Flink's expressions and functions, over the
-//! `filesystem` connector (JSON lines) into `blackhole`, `print` and `filesystem`.
-//! Aggregations, windows and joins are planning errors that say so.
+//! What a script can do today (every Nexmark query of the suite that Flink runs, as written):
+//!
+//! * DDL: `CREATE TABLE` with `ROW<...>` columns, computed columns, `WATERMARK FOR`, `PRIMARY
+//!   KEY ... NOT ENFORCED` and `WITH` options; views; `CREATE FUNCTION` for the functions
+//!   Spate implements; `SET`, `RESET`, `SHOW`, `DESCRIBE`, `EXPLAIN`, `DROP`.
+//! * Connectors: `filesystem` (JSON lines and CSV in; JSON lines out, as a rolling file
+//!   sink), `print`, `blackhole`.
+//! * Queries: projections and filters with Flink's expressions and functions; unbounded
+//!   `GROUP BY` with `COUNT`, `COUNT(DISTINCT)`, `SUM`, `MIN`, `MAX`, `AVG` and `FILTER`
+//!   (a changelog; also over a changelog); group windows and window table functions
+//!   (`TUMBLE`, `HOP`, `SESSION`), cascaded; `ROW_NUMBER()` top-N and deduplication; inner
+//!   equi-joins of append-only inputs; lookup joins (`FOR SYSTEM_TIME AS OF`) on tables that
+//!   do not change.
+//!
+//! Not yet: outer joins, joins of changelogs, interval and window joins as such (a join on
+//! the window columns is a regular join here, with the same rows), `CUMULATE`, OVER
+//! aggregations, `UNION`, `ORDER BY`, processing-time windows, the `nexmark` and Kafka
+//! connectors, and state TTL.
 
 pub mod agg;
 pub mod catalog;
