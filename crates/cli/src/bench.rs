@@ -578,7 +578,10 @@ fn run_sql_query(exe: &std::path::Path, args: &NexmarkBenchArgs, query: &str) ->
         .args(["--processes", &args.processes.to_string()]);
     let out = cmd.output().context("cannot run spate sql")?;
     if !out.status.success() {
-        bail!("{query} (sql): {}", String::from_utf8_lossy(&out.stderr).trim());
+        bail!(
+            "{query} (sql): {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
     }
     let stdout = String::from_utf8_lossy(&out.stdout);
     let Some(line) = stdout.lines().rev().find(|l| l.starts_with('{')) else {
