@@ -11,10 +11,11 @@
 //! except `AND`/`OR` (`FALSE AND NULL` is `FALSE`), `IS [NOT] NULL`, `CASE` and `COALESCE`.
 //! A `WHERE` keeps a row only when its predicate is `TRUE`.
 //!
-//! Arithmetic: integers in 64 bits (an overflow gives `NULL`, where Flink's would wrap; Spate
-//! prefers an absent value to a wrong one), DECIMALs exact on their unscaled `i64` (`NULL` on
-//! overflow, as Flink's decimals), DOUBLEs as IEEE floats. `/` of integers truncates toward
-//! zero, and a division by zero gives `NULL`.
+//! Arithmetic: integers as Java's (and so Flink's): `INT` in 32 and `BIGINT` in 64 bits,
+//! wrapping around on overflow; DECIMALs exact (computed in 128 bits, kept in an `i64`
+//! unscaled value: `NULL` past 18 digits, as Flink's decimal overflow); DOUBLEs as IEEE
+//! floats. `/` of integers truncates toward zero. A division by zero gives `NULL`, where
+//! Flink's job fails (a known difference).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -200,8 +201,8 @@ pub fn bind(expr: &Expr, scope: &Scope, fns: &dyn Functions) -> Result<Typed, Sq
         };
         if let Some(&i) = scope
             .computed
-            .get(&text)
-            .or_else(|| scope.computed.get(&expr.to_string()))
+            .get(&expr.to_string())
+            .or_else(|| scope.computed.get(&text))
         {
             return Ok(typed(Scalar::Col(i), scope.columns[i].ty.clone()));
         }
@@ -263,7 +264,7 @@ pub fn bind(expr: &Expr, scope: &Scope, fns: &dyn Functions) -> Result<Typed, Sq
                     }
                     if let Scalar::Lit(d) = &x.expr {
                         let neg = match d {
-                            Datum::Int(i) => i.checked_neg().map(Datum::Int),
+                            Datum::Int(i) => Some(Datum::Int(i.wrapping_neg())),
                             Datum::Decimal(i) => i.checked_neg().map(Datum::Decimal),
                             Datum::Double(f) => Some(Datum::Double(-f)),
                             _ => None,
@@ -272,7 +273,15 @@ pub fn bind(expr: &Expr, scope: &Scope, fns: &dyn Functions) -> Result<Typed, Sq
                             return Ok(typed(Scalar::Lit(neg), x.ty));
                         }
                     }
-                    Ok(typed(Scalar::Neg(Box::new(x.expr)), x.ty))
+                    let neg = Scalar::Neg(Box::new(x.expr));
+                    // An INT wraps around in 32 bits.
+                    if x.ty == SqlType::Int {
+                        return Ok(typed(
+                            Scalar::Cast(Box::new(neg), SqlType::BigInt, SqlType::Int),
+                            x.ty,
+                        ));
+                    }
+                    Ok(typed(neg, x.ty))
                 }
                 UnaryOperator::Plus => Ok(x),
                 _ => Err(unsupported(expr)),
@@ -424,6 +433,14 @@ pub fn bind(expr: &Expr, scope: &Scope, fns: &dyn Functions) -> Result<Typed, Sq
             if f.over.is_some() || f.filter.is_some() {
                 return Err(SqlError::plan(format!(
                     "`{expr}` is not allowed here (an aggregate or window function)"
+                )));
+            }
+            if ["COUNT", "SUM", "MIN", "MAX", "AVG"]
+                .iter()
+                .any(|a| a.eq_ignore_ascii_case(&name))
+            {
+                return Err(SqlError::plan(format!(
+                    "`{expr}`: an aggregate function is not allowed here (only in the select list and HAVING of a query with aggregates)"
                 )));
             }
             if name.eq_ignore_ascii_case("PROCTIME") {
@@ -612,9 +629,31 @@ fn number(n: &str) -> Result<Typed, SqlError> {
 
 /// `v` (an unscaled value at scale `from`) at scale `to ≥ from`, or `None` on overflow.
 pub fn rescale(v: i64, from: u8, to: u8) -> Option<i64> {
+    if v == 0 {
+        return Some(0);
+    }
     10i64
         .checked_pow(u32::from(to.saturating_sub(from)))
         .and_then(|p| v.checked_mul(p))
+}
+
+/// `v` at scale `from` taken to scale `to`: exact when `to >= from`, else rounded half away
+/// from zero (Flink's `HALF_UP`); `None` when it does not fit.
+fn round_scale(v: i128, from: u8, to: u8) -> Option<i128> {
+    if to >= from {
+        return if v == 0 {
+            Some(0)
+        } else {
+            10i128
+                .checked_pow(u32::from(to - from))
+                .and_then(|p| v.checked_mul(p))
+        };
+    }
+    let Some(p) = 10i128.checked_pow(u32::from(from - to)) else {
+        return Some(0);
+    };
+    let (q, r) = (v / p, v % p);
+    Some(if 2 * r.abs() >= p { q + v.signum() } else { q })
 }
 
 /// The precision and scale of a numeric type as a DECIMAL.
@@ -804,7 +843,10 @@ fn arith(expr: &Expr, op: ArithOp, l: Typed, r: Typed) -> Result<Typed, SqlError
         Numeric::Double { .. } => (kind, Double),
         Numeric::Int => (
             kind,
-            if l_ty == BigInt || r_ty == BigInt {
+            // Flink types `%` as its divisor; other operators as the wider operand.
+            if op == ArithOp::Rem {
+                r_ty.clone()
+            } else if l_ty == BigInt || r_ty == BigInt {
                 BigInt
             } else {
                 Int
@@ -836,22 +878,23 @@ fn arith(expr: &Expr, op: ArithOp, l: Typed, r: Typed) -> Result<Typed, SqlError
             } else {
                 (p, s)
             };
-            let out = match op {
-                ArithOp::Mul => left + right,
-                _ => s,
-            };
-            (Numeric::Decimal { left, right, out }, Decimal(p, s))
+            (
+                Numeric::Decimal {
+                    left,
+                    right,
+                    out: s,
+                },
+                Decimal(p, s),
+            )
         }
         Numeric::Other => unreachable!("numeric_kind never gives Other"),
     };
     let node = Scalar::Arith(op, kind, Box::new(l.expr), Box::new(r.expr));
-    // A product's scale is the sum of its operands'; the type's scale may be smaller when
-    // the precision was capped.
-    let node = match (op, kind, &ty) {
-        (ArithOp::Mul, Numeric::Decimal { out, .. }, Decimal(_, s)) if out != *s => {
-            Scalar::Cast(Box::new(node), Decimal(38, out), ty.clone())
-        }
-        _ => node,
+    // An INT result is checked to fit 32 bits.
+    let node = if ty == Int {
+        Scalar::Cast(Box::new(node), BigInt, Int)
+    } else {
+        node
     };
     Ok(typed(node, ty))
 }
@@ -943,7 +986,7 @@ impl Scalar {
                 _ => Datum::Null,
             },
             Scalar::Neg(x) => match x.eval(row) {
-                Datum::Int(i) => i.checked_neg().map_or(Datum::Null, Datum::Int),
+                Datum::Int(i) => Datum::Int(i.wrapping_neg()),
                 Datum::Decimal(i) => i.checked_neg().map_or(Datum::Null, Datum::Decimal),
                 Datum::Double(f) => Datum::Double(-f),
                 _ => Datum::Null,
@@ -1009,10 +1052,14 @@ fn arith_eval(op: ArithOp, kind: Numeric, a: &Datum, b: &Datum) -> Datum {
                 return Datum::Null;
             };
             let v = match op {
-                ArithOp::Add => x.checked_add(y),
-                ArithOp::Sub => x.checked_sub(y),
-                ArithOp::Mul => x.checked_mul(y),
-                ArithOp::Div => x.checked_div(y),
+                // Java's (and so Flink's) integer arithmetic: wrapping.
+                ArithOp::Add => Some(x.wrapping_add(y)),
+                ArithOp::Sub => Some(x.wrapping_sub(y)),
+                ArithOp::Mul => Some(x.wrapping_mul(y)),
+                ArithOp::Div if y == 0 => None,
+                ArithOp::Div => Some(x.wrapping_div(y)),
+                // Java's `%`: i64::MIN % -1 is 0.
+                ArithOp::Rem if y == -1 => Some(0),
                 ArithOp::Rem => x.checked_rem(y),
             };
             match (v, a) {
@@ -1038,16 +1085,20 @@ fn arith_eval(op: ArithOp, kind: Numeric, a: &Datum, b: &Datum) -> Datum {
             let (Some(x), Some(y)) = (a.as_i64(), b.as_i64()) else {
                 return Datum::Null;
             };
-            let v = match op {
-                ArithOp::Mul => x.checked_mul(y),
+            let (x, y) = (i128::from(x), i128::from(y));
+            // The exact result at its own scale (in 128 bits: the operands have at most 19
+            // digits), then rounded to the result type's scale.
+            let exact = match op {
+                ArithOp::Mul => x.checked_mul(y).map(|v| (v, left + right)),
                 ArithOp::Add | ArithOp::Sub | ArithOp::Rem => {
                     let s = left.max(right);
-                    match (rescale(x, left, s), rescale(y, right, s)) {
+                    match (round_scale(x, left, s), round_scale(y, right, s)) {
                         (Some(x), Some(y)) => match op {
                             ArithOp::Add => x.checked_add(y),
                             ArithOp::Sub => x.checked_sub(y),
                             _ => x.checked_rem(y),
-                        },
+                        }
+                        .map(|v| (v, s)),
                         _ => None,
                     }
                 }
@@ -1059,30 +1110,40 @@ fn arith_eval(op: ArithOp, kind: Numeric, a: &Datum, b: &Datum) -> Datum {
                         let shift = i32::from(out) + i32::from(right) - i32::from(left);
                         let (num, den) = if shift >= 0 {
                             (
-                                (x as i128)
-                                    .checked_mul(10i128.checked_pow(shift as u32).unwrap_or(0)),
-                                y as i128,
+                                10i128
+                                    .checked_pow(shift as u32)
+                                    .and_then(|p| x.checked_mul(p)),
+                                Some(y),
                             )
                         } else {
                             (
-                                Some(x as i128),
-                                (y as i128).saturating_mul(10i128.pow((-shift) as u32)),
+                                Some(x),
+                                10i128
+                                    .checked_pow((-shift) as u32)
+                                    .and_then(|p| y.checked_mul(p)),
                             )
                         };
-                        num.and_then(|n| {
-                            let q = n / den;
-                            let r = n % den;
-                            let q = if 2 * r.abs() >= den.abs() {
-                                q + if (n < 0) != (den < 0) { -1 } else { 1 }
-                            } else {
-                                q
-                            };
-                            i64::try_from(q).ok()
-                        })
+                        match (num, den) {
+                            (Some(n), Some(d)) => {
+                                let (q, r) = (n / d, n % d);
+                                let q = if 2 * r.abs() >= d.abs() {
+                                    q + if (n < 0) != (d < 0) { -1 } else { 1 }
+                                } else {
+                                    q
+                                };
+                                Some((q, out))
+                            }
+                            // A divisor too large to scale: the quotient rounds to zero.
+                            (Some(_), None) => Some((0, out)),
+                            _ => None,
+                        }
                     }
                 }
             };
-            v.map_or(Datum::Null, Datum::Decimal)
+            exact
+                .and_then(|(v, scale)| round_scale(v, scale, out))
+                .and_then(|v| i64::try_from(v).ok())
+                .map_or(Datum::Null, Datum::Decimal)
         }
         Numeric::Other => Datum::Null,
     }
@@ -1097,9 +1158,21 @@ pub fn compare_values(kind: Numeric, a: &Datum, b: &Datum) -> Option<std::cmp::O
         Numeric::Int => Some(a.as_i64()?.cmp(&b.as_i64()?)),
         Numeric::Decimal { left, right, .. } => {
             let s = left.max(right);
-            let x = (a.as_i64()? as i128) * 10i128.pow(u32::from(s - left));
-            let y = (b.as_i64()? as i128) * 10i128.pow(u32::from(s - right));
-            Some(x.cmp(&y))
+            let (a, b) = (i128::from(a.as_i64()?), i128::from(b.as_i64()?));
+            match (round_scale(a, left, s), round_scale(b, right, s)) {
+                (Some(x), Some(y)) => Some(x.cmp(&y)),
+                // Too large to scale: larger in magnitude than anything the other side holds.
+                (None, _) => Some(if a > 0 {
+                    std::cmp::Ordering::Greater
+                } else {
+                    std::cmp::Ordering::Less
+                }),
+                (_, None) => Some(if b > 0 {
+                    std::cmp::Ordering::Less
+                } else {
+                    std::cmp::Ordering::Greater
+                }),
+            }
         }
         Numeric::Double { left, right } => to_f64(a, left)?.partial_cmp(&to_f64(b, right)?),
         Numeric::Other => match (a, b) {
@@ -1118,6 +1191,7 @@ pub fn cast_value(v: Datum, from: &SqlType, to: &SqlType) -> Datum {
         return v;
     }
     match (from, to, v) {
+        (String, t, Datum::Str(s)) if *t != String => parse_text(&s, t),
         (_, String, d) => {
             let mut out = std::string::String::new();
             crate::format::write_text(&d, from, &mut out);
@@ -1156,8 +1230,9 @@ pub fn cast_value(v: Datum, from: &SqlType, to: &SqlType) -> Datum {
                 Datum::Null
             }
         }
+        // To INT, as Java's `(int)`: the low 32 bits (INT arithmetic wraps around so).
+        (_, Int, Datum::Int(i)) => Datum::Int(i64::from(i as i32)),
         (a, b, d) if a.is_integer() && b.is_integer() => d,
-        (String, t, Datum::Str(s)) => parse_text(&s, t),
         (Timestamp, BigInt, Datum::Timestamp(ms)) => Datum::Int(ms.div_euclid(1000)),
         (_, _, d) if from == to => d,
         _ => Datum::Null,

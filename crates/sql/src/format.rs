@@ -59,9 +59,7 @@ pub fn write_text(d: &Datum, ty: &SqlType, out: &mut String) {
         Datum::Int(i) => {
             let _ = write!(out, "{i}");
         }
-        Datum::Double(f) => {
-            let _ = write!(out, "{f:?}");
-        }
+        Datum::Double(f) => java_double(*f, out),
         Datum::Decimal(i) => format_decimal(*i, ty.scale(), out),
         Datum::Timestamp(ms) => format_timestamp(*ms, out),
         Datum::Str(s) => out.push_str(s),
@@ -79,6 +77,31 @@ pub fn write_text(d: &Datum, ty: &SqlType, out: &mut String) {
             }
             out.push(')');
         }
+    }
+}
+
+/// Appends a double as Java's `Double.toString` does (Flink's `CAST(d AS STRING)`):
+/// `2.5`, `100.0`, `1.0E20`, `1.5E-5`, `NaN`, `Infinity`.
+fn java_double(f: f64, out: &mut String) {
+    use std::fmt::Write;
+    if f.is_nan() {
+        out.push_str("NaN");
+    } else if f.is_infinite() {
+        out.push_str(if f > 0.0 { "Infinity" } else { "-Infinity" });
+    } else if f == 0.0 || (1e-3..1e7).contains(&f.abs()) {
+        let text = format!("{f}");
+        out.push_str(&text);
+        if !text.contains('.') {
+            out.push_str(".0");
+        }
+    } else {
+        let text = format!("{f:e}");
+        let (mantissa, exponent) = text.split_once('e').unwrap_or((&text, "0"));
+        out.push_str(mantissa);
+        if !mantissa.contains('.') {
+            out.push_str(".0");
+        }
+        let _ = write!(out, "E{exponent}");
     }
 }
 

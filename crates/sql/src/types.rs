@@ -28,8 +28,8 @@ use serde::{Deserialize, Serialize};
 pub enum SqlType {
     /// `BOOLEAN`.
     Boolean,
-    /// `INT`: 32 bits in Flink; kept in an `i64` here (arithmetic on it is checked to
-    /// stay in range by widening to `BIGINT`, as Flink's results are typed).
+    /// `INT`: 32 bits, kept in an `i64`; arithmetic on it wraps around in 32 bits, as
+    /// Java's.
     Int,
     /// `BIGINT`.
     BigInt,
