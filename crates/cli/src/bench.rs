@@ -560,6 +560,11 @@ fn nexmark(args: &NexmarkBenchArgs) -> Result<()> {
 fn run_sql_query(exe: &std::path::Path, args: &NexmarkBenchArgs, query: &str) -> Result<()> {
     let input = args.input.as_ref().expect("checked");
     let scratch = tempfile::tempdir().context("cannot make a scratch directory")?;
+    // q13's side input, `${FLINK_HOME}/data/side_input.txt`: rows (i, "i") for i < 10000.
+    let side = scratch.path().join("data/side_input.txt");
+    std::fs::create_dir_all(scratch.path().join("data"))?;
+    let rows: String = (0..10_000).map(|i| format!("{i},{i}\n")).collect();
+    std::fs::write(&side, rows)?;
     let mut cmd = Command::new(exe);
     cmd.arg("sql")
         .arg("--json")
@@ -574,6 +579,11 @@ fn run_sql_query(exe: &std::path::Path, args: &NexmarkBenchArgs, query: &str) ->
         .args(["-D", "NEXMARK_TABLE=datagen", "-D", "SUBMIT_TIME=bench"])
         .arg("-D")
         .arg(format!("NEXMARK_DIR={}", scratch.path().display()))
+        .arg("-D")
+        .arg(format!("FLINK_HOME={}", scratch.path().display()))
+        // Rows are discarded, as `spate nexmark run` does without --output.
+        .arg("--discard")
+        .arg(format!("nexmark_{query}"))
         .args(["--workers", &args.workers.to_string()])
         .args(["--processes", &args.processes.to_string()]);
     let out = cmd.output().context("cannot run spate sql")?;

@@ -40,6 +40,9 @@ pub struct SqlArgs {
     /// array per row (the format of `shared/nexmark`'s expected results).
     #[arg(long, value_name = "TABLE=FILE", value_parser = parse_pair)]
     pub redirect: Vec<(String, String)>,
+    /// Discard what is inserted into TABLE, whatever its connector (for benchmarks).
+    #[arg(long, value_name = "TABLE")]
+    pub discard: Vec<String>,
     /// Take exactly-once checkpoints into this directory.
     #[arg(long)]
     pub checkpoint_dir: Option<String>,
@@ -86,6 +89,7 @@ pub fn run(args: SqlArgs) -> Result<()> {
         .iter()
         .map(|(t, f)| (t.clone(), PathBuf::from(f)))
         .collect();
+    session.discards = args.discard.clone();
     session.only_job = args.job_index;
     // The other processes of a job run this command again, for that job only.
     let program = std::env::current_exe().context("cannot find this program")?;

@@ -126,21 +126,22 @@ impl AggCall {
         }
     }
 
-    fn add(&self, acc: &mut Acc, row: &[Datum]) {
-        if let Some(f) = &self.filter {
-            if !f.test(row) {
-                return;
-            }
+    /// What `row` gives the aggregate: its argument's value (`NULL` for `COUNT(*)`), or
+    /// `None` when the row does not count (the filter is not `TRUE`, or the argument is
+    /// `NULL`).
+    fn input(&self, row: &[Datum]) -> Option<Datum> {
+        if self.filter.as_ref().is_some_and(|f| !f.test(row)) {
+            return None;
         }
-        let value = match &self.arg {
-            Some(a) => {
-                let v = a.eval(row);
-                if v.is_null() {
-                    return;
-                }
-                v
-            }
-            None => Datum::Null,
+        match &self.arg {
+            Some(a) => Some(a.eval(row)).filter(|v| !v.is_null()),
+            None => Some(Datum::Null),
+        }
+    }
+
+    fn add(&self, acc: &mut Acc, row: &[Datum]) {
+        let Some(value) = self.input(row) else {
+            return;
         };
         match acc {
             Acc::Count(n) => *n += 1,
@@ -468,20 +469,8 @@ impl AggCall {
 
     /// Adds (`sign` 1) or takes back (`sign` -1) one row.
     fn apply(&self, acc: &mut RetractAcc, row: &[Datum], sign: i64) {
-        if let Some(f) = &self.filter {
-            if !f.test(row) {
-                return;
-            }
-        }
-        let value = match &self.arg {
-            Some(a) => {
-                let v = a.eval(row);
-                if v.is_null() {
-                    return;
-                }
-                v
-            }
-            None => Datum::Null,
+        let Some(value) = self.input(row) else {
+            return;
         };
         match acc {
             RetractAcc::Count(n) => *n += sign,

@@ -64,16 +64,16 @@ pub fn build(env: &StreamEnv, plan: &Plan) -> Result<Rows, SqlError> {
             }
         }
         Node::Project(input, exprs) => {
-            let exprs: Arc<[Scalar]> = exprs.clone().into();
+            let projection = Arc::new(Projection::new(exprs));
             match build(env, input)? {
                 Rows::Append(s) => Rows::Append(
-                    s.map(move |row: SqlRow| exprs.iter().map(|e| e.eval(&row)).collect())
+                    s.map(move |row: SqlRow| projection.apply(row))
                         .name("project"),
                 ),
                 Rows::Changes(s) => Rows::Changes(
                     s.map(move |c: Change<SqlRow>| Change {
                         kind: c.kind,
-                        row: exprs.iter().map(|e| e.eval(&c.row)).collect(),
+                        row: projection.apply(c.row),
                     })
                     .name("project"),
                 ),
@@ -251,6 +251,52 @@ pub fn build(env: &StreamEnv, plan: &Plan) -> Result<Rows, SqlError> {
     })
 }
 
+/// A projection that moves the input's values it passes on as they are (a column named
+/// once), instead of cloning them, and computes the others first.
+struct Projection {
+    /// Per output column: `Ok(input column)` to move, `Err(expression)` to compute.
+    outputs: Vec<Result<usize, Scalar>>,
+}
+
+impl Projection {
+    fn new(exprs: &[Scalar]) -> Self {
+        let mut uses = std::collections::HashMap::<usize, usize>::new();
+        for e in exprs {
+            if let Scalar::Col(i) = e {
+                *uses.entry(*i).or_default() += 1;
+            }
+        }
+        Projection {
+            outputs: exprs
+                .iter()
+                .map(|e| match e {
+                    Scalar::Col(i) if uses[i] == 1 => Ok(*i),
+                    e => Err(e.clone()),
+                })
+                .collect(),
+        }
+    }
+
+    fn apply(&self, mut row: SqlRow) -> SqlRow {
+        let mut out: SqlRow = self
+            .outputs
+            .iter()
+            .map(|o| match o {
+                Ok(_) => Datum::Null,
+                Err(e) => e.eval(&row),
+            })
+            .collect();
+        for (slot, o) in out.iter_mut().zip(&self.outputs) {
+            if let Ok(i) = o {
+                if let Some(v) = row.get_mut(*i) {
+                    *slot = std::mem::take(v);
+                }
+            }
+        }
+        out
+    }
+}
+
 /// The windows rows name themselves in their `window_start` and `window_end` columns (the
 /// results of a window aggregate, grouped by their window again).
 struct ColumnWindows {
@@ -360,6 +406,10 @@ impl RowBuilder for Datums {
         Datum::Double(f)
     }
     fn string(s: String) -> Datum {
+        Datum::Str(s.into())
+    }
+    fn str(s: &str) -> Datum {
+        // One allocation, where a `String` first would make two.
         Datum::Str(s.into())
     }
     fn row(shape: &Shape, mut values: Vec<Datum>) -> Datum {
@@ -530,7 +580,11 @@ fn row_maker(table: &Table) -> impl Fn(Datum) -> SqlRow + Send + Sync + 'static 
     let all_physical = computed.iter().all(Option::is_none);
     move |decoded: Datum| {
         let physical: Vec<Datum> = match decoded {
-            Datum::Row(values) => values.to_vec(),
+            // The decoder's row is this row's alone: its values move out.
+            Datum::Row(mut values) => match Arc::get_mut(&mut values) {
+                Some(values) => values.iter_mut().map(std::mem::take).collect(),
+                None => values.to_vec(),
+            },
             _ => Vec::new(),
         };
         if all_physical {
@@ -581,6 +635,8 @@ pub enum Target {
     /// Standard output, as the SQL client's changelog result mode (`+I[v1, v2]`): the
     /// result of a `SELECT`. Holds the column names.
     Print(Vec<String>),
+    /// Nowhere (`--discard table`).
+    Discard,
     /// Memory, for [`crate::Session::query`] (tests, embedding): every change, in one
     /// process.
     Collect(CollectHandle<Change<SqlRow>>),
@@ -629,6 +685,9 @@ pub fn sink(rows: Rows, types: Vec<SqlType>, target: &Target) -> Result<(), SqlE
         }
         Target::Print(_) => {
             rows.sink_to(PrintSink { types }).name("sink.print");
+        }
+        Target::Discard => {
+            rows.sink_to(DiscardSink::new()).name("sink.discard");
         }
         Target::Collect(handle) => {
             rows.sink_to(CollectSink::with_handle(handle))

@@ -942,9 +942,14 @@ impl Scalar {
     pub fn eval(&self, row: &[Datum]) -> Datum {
         match self {
             Scalar::Col(i) => row.get(*i).cloned().unwrap_or(Datum::Null),
-            Scalar::Field(inner, i) => match inner.eval(row) {
-                Datum::Row(r) => r.get(*i).cloned().unwrap_or(Datum::Null),
-                _ => Datum::Null,
+            Scalar::Field(inner, i) => match inner.borrow(row) {
+                // A field of a column's row: read in place, without cloning the row.
+                Some(Datum::Row(r)) => r.get(*i).cloned().unwrap_or(Datum::Null),
+                Some(_) => Datum::Null,
+                None => match inner.eval(row) {
+                    Datum::Row(r) => r.get(*i).cloned().unwrap_or(Datum::Null),
+                    _ => Datum::Null,
+                },
             },
             Scalar::Lit(d) => d.clone(),
             Scalar::Arith(op, kind, l, r) => {
@@ -1027,6 +1032,19 @@ impl Scalar {
         }
     }
 
+    /// The value of a column or of a field of one, borrowed from `row`; `None` for other
+    /// expressions (and for a field of a NULL).
+    pub fn borrow<'a>(&self, row: &'a [Datum]) -> Option<&'a Datum> {
+        match self {
+            Scalar::Col(i) => row.get(*i),
+            Scalar::Field(inner, i) => match inner.borrow(row)? {
+                Datum::Row(r) => r.get(*i),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
     /// Whether the expression is `TRUE` on `row` (a `WHERE`'s test: `NULL` is not).
     pub fn test(&self, row: &[Datum]) -> bool {
         matches!(self.eval(row), Datum::Bool(true))
@@ -1099,6 +1117,25 @@ fn arith_eval(op: ArithOp, kind: Numeric, a: &Datum, b: &Datum) -> Datum {
                             _ => x.checked_rem(y),
                         }
                         .map(|v| (v, s)),
+                        // A divisor too large to scale is larger than the dividend: the
+                        // remainder is the dividend.
+                        (Some(x), None) if op == ArithOp::Rem => Some((x, s)),
+                        // A dividend too large to scale: its remainder, a digit at a time
+                        // ((r * 10) % y keeps r below |y|).
+                        (None, Some(y)) if op == ArithOp::Rem && y != 0 => {
+                            let mut r = x % y;
+                            let mut ok = true;
+                            for _ in 0..s.saturating_sub(left) {
+                                match r.checked_mul(10) {
+                                    Some(t) => r = t % y,
+                                    None => {
+                                        ok = false;
+                                        break;
+                                    }
+                                }
+                            }
+                            ok.then_some((r, s))
+                        }
                         _ => None,
                     }
                 }

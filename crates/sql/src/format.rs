@@ -63,21 +63,29 @@ pub fn write_text(d: &Datum, ty: &SqlType, out: &mut String) {
         Datum::Decimal(i) => format_decimal(*i, ty.scale(), out),
         Datum::Timestamp(ms) => format_timestamp(*ms, out),
         Datum::Str(s) => out.push_str(s),
-        Datum::Row(fields) => {
-            out.push('(');
-            for (i, f) in fields.iter().enumerate() {
-                if i > 0 {
-                    out.push_str(", ");
-                }
-                let t = match ty {
-                    SqlType::Row(ts) => ts.get(i).map(|(_, t)| t.clone()).unwrap_or(SqlType::Null),
-                    _ => SqlType::Null,
-                };
-                write_text(f, &t, out);
-            }
-            out.push(')');
-        }
+        Datum::Row(fields) => write_fields(fields, ty, out, write_text),
     }
+}
+
+/// Appends a nested row's fields as `(a, b)`, each written by `write`.
+fn write_fields(
+    fields: &[Datum],
+    ty: &SqlType,
+    out: &mut String,
+    write: fn(&Datum, &SqlType, &mut String),
+) {
+    out.push('(');
+    for (i, f) in fields.iter().enumerate() {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        let t = match ty {
+            SqlType::Row(ts) => ts.get(i).map_or(SqlType::Null, |(_, t)| t.clone()),
+            _ => SqlType::Null,
+        };
+        write(f, &t, out);
+    }
+    out.push(')');
 }
 
 /// Appends a double as Java's `Double.toString` does (Flink's `CAST(d AS STRING)`):
@@ -124,20 +132,7 @@ pub fn write_print(d: &Datum, ty: &SqlType, out: &mut String) {
                 let _ = write!(out, ".{milli:03}");
             }
         }
-        Datum::Row(fields) => {
-            out.push('(');
-            for (i, f) in fields.iter().enumerate() {
-                if i > 0 {
-                    out.push_str(", ");
-                }
-                let t = match ty {
-                    SqlType::Row(ts) => ts.get(i).map(|(_, t)| t.clone()).unwrap_or(SqlType::Null),
-                    _ => SqlType::Null,
-                };
-                write_print(f, &t, out);
-            }
-            out.push(')');
-        }
+        Datum::Row(fields) => write_fields(fields, ty, out, write_print),
         other => write_text(other, ty, out),
     }
 }

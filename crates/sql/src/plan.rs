@@ -386,6 +386,23 @@ impl Planner<'_> {
                 other => return Err(SqlError::plan(format!("`{other}` is not supported"))),
             }
         }
+        // A projection of a projection is one projection, when what it reads of the inner
+        // one is columns, fields or constants (a view's columns, renamed).
+        let input = match input.node {
+            Node::Project(inner, inner_exprs)
+                if exprs.iter().all(|(_, e)| {
+                    let mut cols = Vec::new();
+                    columns_of(&e.expr, &mut cols);
+                    cols.iter().all(|&c| is_cheap(&inner_exprs[c]))
+                }) =>
+            {
+                for (_, e) in &mut exprs {
+                    e.expr = substitute(&e.expr, &inner_exprs);
+                }
+                *inner
+            }
+            node => Plan { node, ..input },
+        };
         // The rowtime goes through a projection that keeps its column as it is.
         let rowtime = input.rowtime.and_then(|t| {
             exprs
@@ -1229,14 +1246,34 @@ fn columns_of(e: &Scalar, out: &mut Vec<usize>) {
     }
 }
 
+/// Whether `e` is as cheap to compute twice as to read: a column, a field of one, a constant.
+fn is_cheap(e: &Scalar) -> bool {
+    match e {
+        Scalar::Col(_) | Scalar::Lit(_) => true,
+        Scalar::Field(inner, _) => is_cheap(inner),
+        _ => false,
+    }
+}
+
+/// `e` over the rows `inner` computes from its input: each column `i` replaced by
+/// `inner[i]`.
+fn substitute(e: &Scalar, inner: &[Scalar]) -> Scalar {
+    map_columns(e, &|i| inner[i].clone())
+}
+
 /// `e` with every column position moved down by `by`.
 fn shift(e: &Scalar, by: usize) -> Scalar {
-    let s = |x: &Scalar| Box::new(shift(x, by));
+    map_columns(e, &|i| Scalar::Col(i - by))
+}
+
+/// `e` with each column `i` replaced by `f(i)`.
+fn map_columns(e: &Scalar, f: &dyn Fn(usize) -> Scalar) -> Scalar {
+    let s = |x: &Scalar| Box::new(map_columns(x, f));
     match e {
-        Scalar::Col(i) => Scalar::Col(i - by),
+        Scalar::Col(i) => f(*i),
         Scalar::Lit(d) => Scalar::Lit(d.clone()),
         Scalar::ProcTime => Scalar::ProcTime,
-        Scalar::Field(x, f) => Scalar::Field(s(x), *f),
+        Scalar::Field(x, i) => Scalar::Field(s(x), *i),
         Scalar::Not(x) => Scalar::Not(s(x)),
         Scalar::Neg(x) => Scalar::Neg(s(x)),
         Scalar::IsNull(x, n) => Scalar::IsNull(s(x), *n),
@@ -1249,13 +1286,14 @@ fn shift(e: &Scalar, by: usize) -> Scalar {
         Scalar::Case(branches, otherwise) => Scalar::Case(
             branches
                 .iter()
-                .map(|(c, v)| (shift(c, by), shift(v, by)))
+                .map(|(c, v)| (map_columns(c, f), map_columns(v, f)))
                 .collect(),
             s(otherwise),
         ),
-        Scalar::Call(f, args) => {
-            Scalar::Call(f.clone(), args.iter().map(|a| shift(a, by)).collect())
-        }
+        Scalar::Call(func, args) => Scalar::Call(
+            func.clone(),
+            args.iter().map(|a| map_columns(a, f)).collect(),
+        ),
     }
 }
 

@@ -72,6 +72,8 @@ pub struct Session {
     pub config: JobConfig,
     /// Rows inserted into these tables go to these files instead (JSON-array lines).
     pub redirects: Vec<(String, PathBuf)>,
+    /// Rows inserted into these tables are discarded, whatever their connector (benchmarks).
+    pub discards: Vec<String>,
     /// In a process started for one job of a script: that job's number (0 for the first
     /// `INSERT`/`SELECT`); the others are skipped.
     pub only_job: Option<usize>,
@@ -88,6 +90,7 @@ impl Session {
             settings: Vec::new(),
             config,
             redirects: Vec::new(),
+            discards: Vec::new(),
             only_job: None,
             launch_for: None,
             jobs: 0,
@@ -216,6 +219,7 @@ impl Session {
                 let plan = plan::fit_to(plan, &target, columns)?;
                 let sink = match self.redirects.iter().find(|(t, _)| t == table) {
                     Some((_, path)) => Target::File(path.clone()),
+                    None if self.discards.contains(table) => Target::Discard,
                     None => Target::Table(target),
                 };
                 if self.only_job.is_some_and(|j| j != job) {

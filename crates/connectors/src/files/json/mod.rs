@@ -160,6 +160,11 @@ pub trait RowBuilder: Send + Sync + 'static {
     fn float(f: f64) -> Self::Value;
     /// A string.
     fn string(s: String) -> Self::Value;
+    /// A string borrowed from the line (one without escapes): [`string`](Self::string) of a
+    /// copy, unless the builder keeps strings its own way and saves that copy.
+    fn str(s: &str) -> Self::Value {
+        Self::string(s.to_owned())
+    }
     /// A row of `shape` from its fields' values, in schema order.
     fn row(shape: &Self::Shape, values: Vec<Self::Value>) -> Self::Value;
 }
@@ -459,7 +464,7 @@ impl<'de, B: RowBuilder> Visitor<'de> for FieldSeed<'_, B> {
 
     fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<B::Value, E> {
         match self.0.kind {
-            Kind::String => Ok(B::string(v.to_owned())),
+            Kind::String => Ok(B::str(v)),
             Kind::Timestamp => parse_timestamp_ms(v).map(B::int).ok_or_else(|| {
                 E::custom(format_args!(
                     "field `{}`: invalid timestamp {v:?}, expected YYYY-MM-DD HH:MM:SS.mmm",
