@@ -728,36 +728,18 @@ impl Planner<'_> {
                 "`{call}`: `{time}` is not the rowtime of {table_name} (its WATERMARK FOR column); processing-time windows are not supported yet"
             )));
         }
-        let mut ms = Vec::new();
-        for a in &args[2..] {
-            let bound = expr::bind(a, &input.scope, self.catalog)?;
-            match (bound.ty, bound.expr) {
-                (SqlType::Interval, Scalar::Lit(Datum::Int(v))) if v > 0 => ms.push(v),
-                _ => {
-                    return Err(SqlError::plan(format!(
-                        "`{call}`: `{a}` must be a positive constant INTERVAL"
-                    )))
-                }
-            }
+        if !["TUMBLE", "HOP", "SESSION"].contains(&name.as_str()) {
+            return Err(SqlError::plan(format!(
+                "the table function `{name}` is not supported (window functions: TUMBLE, HOP, SESSION)"
+            )));
         }
-        let window = match (name.as_str(), ms.as_slice()) {
-            ("TUMBLE", [size]) => GroupWindow::Tumble { size: *size },
-            ("HOP", [slide, size]) => GroupWindow::Hop {
-                slide: *slide,
-                size: *size,
-            },
-            ("SESSION", [gap]) => GroupWindow::Session { gap: *gap },
-            ("TUMBLE" | "HOP" | "SESSION", _) => {
-                return Err(SqlError::plan(format!(
-                    "`{call}`: expected TUMBLE(TABLE t, DESCRIPTOR(c), size), HOP(..., slide, size) or SESSION(..., gap)"
-                )))
-            }
-            _ => {
-                return Err(SqlError::plan(format!(
-                    "the table function `{name}` is not supported (window functions: TUMBLE, HOP, SESSION)"
-                )))
-            }
-        };
+        let window = self.window_sizes(
+            call,
+            &name,
+            &args[2..],
+            &input.scope,
+            "TUMBLE(TABLE t, DESCRIPTOR(c), size), HOP(..., slide, size) or SESSION(..., gap)",
+        )?;
         if partition && !matches!(window, GroupWindow::Session { .. }) {
             return Err(SqlError::plan(format!(
                 "`{call}`: only SESSION takes PARTITION BY"
@@ -817,31 +799,47 @@ impl Planner<'_> {
                 "`{k}`: a group window needs the input's rowtime column (the one of its WATERMARK FOR); processing-time windows are not supported yet"
             )));
         }
+        self.window_sizes(
+            k,
+            &name,
+            &args[1..],
+            &input.scope,
+            "TUMBLE(t, size), HOP(t, slide, size) or SESSION(t, gap)",
+        )
+        .map(Some)
+    }
+
+    /// The window `name` (`TUMBLE`, `HOP` or `SESSION`) of `call` with the sizes `sizes`
+    /// (constant INTERVALs over `scope`); `usage` says the call's right form in errors.
+    fn window_sizes(
+        &self,
+        call: &Expr,
+        name: &str,
+        sizes: &[&Expr],
+        scope: &Scope,
+        usage: &str,
+    ) -> Result<GroupWindow, SqlError> {
         let mut ms = Vec::new();
-        for a in &args[1..] {
-            let bound = expr::bind(a, &input.scope, self.catalog)?;
+        for a in sizes {
+            let bound = expr::bind(a, scope, self.catalog)?;
             match (bound.ty, bound.expr) {
                 (SqlType::Interval, Scalar::Lit(Datum::Int(v))) if v > 0 => ms.push(v),
                 _ => {
                     return Err(SqlError::plan(format!(
-                        "`{k}`: `{a}` must be a positive constant INTERVAL"
+                        "`{call}`: `{a}` must be a positive constant INTERVAL"
                     )))
                 }
             }
         }
-        Ok(Some(match (name.as_str(), ms.as_slice()) {
+        Ok(match (name, ms.as_slice()) {
             ("TUMBLE", [size]) => GroupWindow::Tumble { size: *size },
             ("HOP", [slide, size]) => GroupWindow::Hop {
                 slide: *slide,
                 size: *size,
             },
             ("SESSION", [gap]) => GroupWindow::Session { gap: *gap },
-            _ => {
-                return Err(SqlError::plan(format!(
-                    "`{k}`: expected TUMBLE(t, size), HOP(t, slide, size) or SESSION(t, gap)"
-                )))
-            }
-        }))
+            _ => return Err(SqlError::plan(format!("`{call}`: expected {usage}"))),
+        })
     }
 
     /// A `ROW_NUMBER() OVER (...)` over `input`: the input's columns and the rank.
