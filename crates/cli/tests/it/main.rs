@@ -36,10 +36,9 @@ pub fn ok(cmd: &mut Command) -> Output {
     out
 }
 
-/// Held by the tests that measure rates and latencies (the elasticity experiments) and by the
-/// CPU-heavy chaos tests, so that a measurement never shares the machine's cores with a chaos
-/// run (3 processes and a broker): on 2 cores a DS2 run next to the Kafka chaos test ended its
-/// high step with 28 954 records waiting instead of a few hundred.
+/// Held by the CPU-heavy chaos tests (3 processes and a broker each), so that two of them never
+/// share a 2-core machine. The rate and latency measurements are the `measured` test binary,
+/// which runs alone.
 pub fn exclusive() -> std::sync::MutexGuard<'static, ()> {
     static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
     LOCK.lock().unwrap_or_else(|p| p.into_inner())
