@@ -226,6 +226,9 @@ struct Sample {
     t: f64,
     workers: usize,
     backlog: f64,
+    /// The shedding controller's latest period: capacity, stream and queue load, and the
+    /// largest drop fraction.
+    shedding: Option<[f64; 4]>,
 }
 
 fn backlog(snap: &JobSnapshot) -> Option<f64> {
@@ -312,6 +315,10 @@ fn sampler(
                     t: started.elapsed().as_secs_f64(),
                     workers: snap.parallelism,
                     backlog: b,
+                    shedding: snap.shedding.as_ref().map(|s| {
+                        let fraction = s.fractions.values().copied().fold(0.0, f64::max);
+                        [s.capacity, s.stream_load, s.queue_load, fraction]
+                    }),
                 });
             }
         }
@@ -549,6 +556,9 @@ struct ShedRun {
     kept_utility: Option<f64>,
     /// The windowed count against the exact one: mean of |got − exact| / exact per window.
     count_error: f64,
+    /// Twice a second: seconds into the run, the backlog, and the shedding controller's
+    /// capacity, stream load, queue load and drop fraction (rounded), to tell how a run went.
+    timeline: Vec<[f64; 6]>,
 }
 
 fn rss_mb() -> Option<f64> {
@@ -712,5 +722,21 @@ fn shed_run(args: &SheddingBenchArgs, load: f64, mode: &str, utility: bool) -> R
         rss_mb: rss_mb(),
         kept_utility: (p.utility_n > 0).then(|| p.utility_sum / p.utility_n as f64),
         count_error,
+        timeline: samples
+            .iter()
+            .step_by(2)
+            .map(|s| {
+                let [c, stream, queue, f] = s.shedding.unwrap_or_default();
+                let r = |x: f64, d: f64| (x * d).round() / d;
+                [
+                    r(s.t, 10.0),
+                    s.backlog,
+                    r(c, 100.0),
+                    r(stream, 100.0),
+                    r(queue, 100.0),
+                    r(f, 1000.0),
+                ]
+            })
+            .collect(),
     })
 }

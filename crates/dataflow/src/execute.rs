@@ -1288,9 +1288,14 @@ pub(crate) fn run_worker(
             }
             boundary_due = Some(b);
         }
+        // A worker that flow control holds back stays in its epoch (but for a checkpoint
+        // boundary): it sent nothing since it was held, and each epoch it added would be one
+        // more for the frontier to pass before it may send again. A worker that is ahead of
+        // the others would so stay held for as long as they keep advancing.
         if boundary_due.is_some()
-            || emitted_in_epoch >= cfg.epoch_max_records
-            || now - epoch_started >= cfg.epoch_interval
+            || (may_emit
+                && (emitted_in_epoch >= cfg.epoch_max_records
+                    || now - epoch_started >= cfg.epoch_interval))
         {
             let next = match boundary_due {
                 // A checkpoint boundary: every worker moves to it at about the same time.

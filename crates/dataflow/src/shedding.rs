@@ -139,13 +139,15 @@ pub(crate) struct Period {
     pub(crate) capacity: f64,
 }
 
-/// Measures a period from two snapshots of one run; `costs` keeps each operator's last
-/// measured cost and selectivity for operators that saw no records in the period.
+/// Measures a period from two snapshots of one run, for `workers` threads and headroom
+/// `headroom`; `costs` keeps each operator's last measured cost and selectivity for operators
+/// that saw no records in the period.
 pub(crate) fn measure(
     before: &JobSnapshot,
     after: &JobSnapshot,
     places: &[usize],
     workers: usize,
+    headroom: f64,
     costs: &mut BTreeMap<usize, (f64, f64)>,
 ) -> Option<Period> {
     let secs = (after.now - before.now) as f64 / 1000.0;
@@ -169,6 +171,7 @@ pub(crate) fn measure(
     }
     let mut ops = Vec::with_capacity(n);
     let mut upstream_busy = 0.0;
+    let mut downstream_busy = 0.0;
     for op in &after.operators {
         let (a, b) = (counts(after, op.index), counts(before, op.index));
         let d_in = a.records_in - b.records_in;
@@ -181,6 +184,8 @@ pub(crate) fn measure(
         if !downstream[op.index] {
             // Sources, places and what feeds them: their time is spent whatever is shed.
             upstream_busy += d_busy;
+        } else {
+            downstream_busy += d_busy;
         }
         let (cost, selectivity) = if place || op.kind == "source" {
             // A place's own cost is paid before it drops; its selectivity is the decision.
@@ -215,6 +220,18 @@ pub(crate) fn measure(
         s.dedup();
         sources_of[op.index] = s;
     }
+    let capacity = (workers as f64 - upstream_busy / secs).max(0.0);
+    // A queue is load for the operators downstream of the places only while they are what is
+    // busy: a backlog that grows while they idle (every record shed, or the sources held back
+    // by something else) would not melt however much more were shed. Counting it anyway would
+    // latch the drops at 100 %: nothing reaches downstream, so nothing shows that the
+    // capacity is there. So the queue counts in proportion to the downstream's use of the
+    // capacity, in full once it uses its share `headroom · capacity`.
+    let saturation = if capacity > 0.0 {
+        (downstream_busy / secs / (headroom * capacity)).clamp(0.0, 1.0)
+    } else {
+        1.0
+    };
     let inputs = places
         .iter()
         .map(|&p| {
@@ -249,10 +266,9 @@ pub(crate) fn measure(
                 .map(|&c| after.sum_of(c, "numRecordsIn"))
                 .sum();
             let queued = backlog(after) + before_place + (a.records_out - taken).max(0.0);
-            (p, (arrived / secs).max(0.0), queued)
+            (p, (arrived / secs).max(0.0), queued * saturation)
         })
         .collect();
-    let capacity = (workers as f64 - upstream_busy / secs).max(0.0);
     Some(Period {
         ops,
         inputs,
@@ -284,7 +300,7 @@ fn run(
         let Some(prev) = before.replace(snap.clone()) else {
             continue;
         };
-        let Some(period) = measure(&prev, &snap, &places, workers, &mut costs) else {
+        let Some(period) = measure(&prev, &snap, &places, workers, headroom, &mut costs) else {
             continue;
         };
         let drop_plan = plan(&period.ops, &period.inputs, period.capacity, &config);
@@ -317,5 +333,119 @@ fn run(
             fractions,
             shed: shed_before + shed_now as u64,
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use spate_metrics::{
+        CheckpointsSnapshot, EdgeInfo, JobState, OperatorInfo, ShipStrategy, SubtaskSnapshot,
+    };
+
+    const COST: f64 = 250e-6;
+    const CONFIG: ShedConfig = ShedConfig {
+        headroom: 0.9,
+        melt_rate: MELT_RATE,
+    };
+
+    /// A job `source → cost → count` on one worker at `now` ms, with per-operator metrics.
+    fn snapshot(now: i64, metrics: [&[(&str, f64)]; 3]) -> JobSnapshot {
+        let op = |index: usize, kind: &str| OperatorInfo {
+            index,
+            uid: format!("op{index}"),
+            id: String::new(),
+            name: format!("op{index}"),
+            kind: kind.into(),
+            chain: index,
+            inputs: if index == 0 {
+                Vec::new()
+            } else {
+                vec![EdgeInfo {
+                    from: index - 1,
+                    ship_strategy: ShipStrategy::Forward,
+                }]
+            },
+            parallelism: 1,
+        };
+        JobSnapshot {
+            job_id: String::new(),
+            name: "shed".into(),
+            state: JobState::Running,
+            timestamps: BTreeMap::new(),
+            start_time: 0,
+            end_time: -1,
+            now,
+            max_parallelism: 128,
+            parallelism: 1,
+            operators: vec![op(0, "source"), op(1, "operator"), op(2, "operator")],
+            subtasks: metrics
+                .iter()
+                .enumerate()
+                .map(|(operator, m)| SubtaskSnapshot {
+                    operator,
+                    subtask: 0,
+                    process: 0,
+                    metrics: m.iter().map(|&(k, v)| (k.to_owned(), v)).collect(),
+                    histograms: BTreeMap::new(),
+                })
+                .collect(),
+            workers: Vec::new(),
+            processes: Vec::new(),
+            metrics: BTreeMap::new(),
+            checkpoints: CheckpointsSnapshot::default(),
+            exceptions: Vec::new(),
+            savepoints_enabled: false,
+            autoscaler: None,
+            shedding: None,
+        }
+    }
+
+    /// The drop fraction at the source for one second from `before` to `after`.
+    fn fraction(before: &JobSnapshot, after: &JobSnapshot) -> f64 {
+        let mut costs = BTreeMap::from([(1, (COST, 1.0)), (2, (1e-6, 0.01))]);
+        let period = measure(before, after, &[0], 1, CONFIG.headroom, &mut costs).unwrap();
+        let plan = plan(&period.ops, &period.inputs, period.capacity, &CONFIG);
+        plan.drops.iter().map(|d| d.fraction).sum()
+    }
+
+    #[test]
+    fn a_backlog_counts_while_the_downstream_is_busy() {
+        // 6 000 records/s arrive, the costly operator takes 4 000 (its whole second) and the
+        // backlog grows by the other 2 000: shed them, and melt the 2 000 queued as well.
+        let before = snapshot(0, [&[], &[], &[]]);
+        let after = snapshot(
+            1000,
+            [
+                &[("numRecordsOut", 4000.0), ("pendingRecords", 2000.0)],
+                &[
+                    ("numRecordsIn", 4000.0),
+                    ("numRecordsOut", 4000.0),
+                    ("accumulatedBusyTimeMs", 1000.0),
+                ],
+                &[("numRecordsIn", 4000.0)],
+            ],
+        );
+        let f = fraction(&before, &after);
+        // Stream load 1.5 s/s, queue load 0.5, room 0.9: (2.0 − 0.9) / 1.5 of the records.
+        assert!((f - 1.1 / 1.5).abs() < 0.01, "{f}");
+    }
+
+    #[test]
+    fn a_backlog_that_grows_while_everything_is_shed_does_not_latch_the_drops() {
+        // Every record read was shed and the downstream idled, yet the backlog grew (the
+        // sources were held back by something else). Shedding all would show nothing new:
+        // the fraction is the stream's alone, 1 − 0.9 / (6 000 · 250 µs) = 0.4.
+        let before = snapshot(0, [&[("pendingRecords", 1000.0)], &[], &[]]);
+        let after = snapshot(
+            1000,
+            [
+                &[("numRecordsShed", 3000.0), ("pendingRecords", 4000.0)],
+                &[],
+                &[],
+            ],
+        );
+        let f = fraction(&before, &after);
+        assert!((f - 0.4).abs() < 0.01, "{f}");
     }
 }
