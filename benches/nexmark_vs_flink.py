@@ -4,7 +4,8 @@
 For every query and round: Flink 2.3 (``../shared/anchors/flink_nexmark.py``, parallelism
 ``-p``, reading the input as ``-p`` shards made by ``shard_jsonl.py``, since its JSON source does
 not split a file), then each given Spate binary (``spate nexmark run --json --input FILE
---workers P``) on the unsplit file. Each result is one JSON line appended to ``--results``; the
+--workers P``, or for ``LABEL=sql:BINARY`` the suite's SQL text of the query through
+``spate bench nexmark --front sql``) on the unsplit file. Each result is one JSON line appended to ``--results``; the
 table at the end gives per query the medians and Spate's ratios to Flink (events/s, and
 Flink's peak memory over Spate's).
 
@@ -50,8 +51,16 @@ def run_flink(python, query, shards, p, events):
 
 
 def run_spate(binary, query, path, workers):
-    cmd = [binary, "nexmark", "run", "--json", "--no-progress", "--query", query,
-           "--input", path, "--workers", str(workers)]
+    if binary.startswith("sql:"):
+        # The suite's SQL text of the query, through `spate sql`.
+        repo = os.path.normpath(os.path.join(HERE, ".."))
+        cmd = [binary[4:], "bench", "nexmark", "--front", "sql", "--query", query,
+               "--input", path, "--workers", str(workers),
+               "--sql-dir", os.path.join(repo, "..", "shared", "nexmark", "flink-sql"),
+               "--sql-source", os.path.join(repo, "examples", "sql", "nexmark_file.sql")]
+    else:
+        cmd = [binary, "nexmark", "run", "--json", "--no-progress", "--query", query,
+               "--input", path, "--workers", str(workers)]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True)
     r = last_json(out.stdout)
     return dict(events_per_s=r.get("events_per_s"), peak_rss_mb=r.get("peak_rss_mb"))

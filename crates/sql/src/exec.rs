@@ -12,6 +12,7 @@
 //! and metrics; the engine derives each operator's uid from the job graph's structure, which
 //! the same SQL text always gives the same way.
 
+use std::collections::HashMap;
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -35,10 +36,12 @@ use crate::catalog::Table;
 use crate::expr::Scalar;
 use crate::format::write_json_row;
 use crate::plan::{GroupWindow, Node, Plan};
+use crate::prune;
 use crate::types::{Datum, SqlRow, SqlType};
 use crate::SqlError;
 
 /// A plan's rows as a stream: inserts only, or a changelog.
+#[derive(Clone)]
 pub enum Rows {
     /// Inserts only.
     Append(DataStream<SqlRow>),
@@ -47,52 +50,91 @@ pub enum Rows {
 }
 
 /// Builds `plan`'s operators on `env`.
+///
+/// A subplan that occurs more than once (the same table scanned for two views, as
+/// Nexmark's `bid` and `auction` both read `datagen`; q5's window aggregate on both sides of
+/// its join) is built once and its stream fans out, as Flink's planner reuses sub-plans
+/// (`table.optimizer.reuse-sub-plan-enabled`, on by default): a table is read and decoded
+/// once per job, however many times the query names it.
 pub fn build(env: &StreamEnv, plan: &Plan) -> Result<Rows, SqlError> {
-    Ok(match &plan.node {
-        Node::Scan(table) => Rows::Append(scan(env, table)?),
-        Node::Filter(input, predicate) => {
-            let predicate = predicate.clone();
-            match build(env, input)? {
-                Rows::Append(s) => Rows::Append(
-                    s.filter(move |row: &SqlRow| predicate.test(row))
-                        .name("filter"),
-                ),
-                Rows::Changes(s) => Rows::Changes(
-                    s.filter(move |c: &Change<SqlRow>| predicate.test(&c.row))
-                        .name("filter"),
-                ),
-            }
+    Builder {
+        env,
+        built: HashMap::new(),
+        reads: prune::reads(plan),
+    }
+    .build(plan)
+}
+
+/// Builds a plan's nodes, each distinct subplan once.
+struct Builder<'a> {
+    env: &'a StreamEnv,
+    /// The streams built so far, by their subplan (its `Debug` text: the node with all its
+    /// inputs, expressions and tables).
+    built: HashMap<String, Rows>,
+    /// What the plan reads of each table: the rest is not decoded.
+    reads: prune::TableReads,
+}
+
+impl Builder<'_> {
+    fn build(&mut self, plan: &Plan) -> Result<Rows, SqlError> {
+        let key = format!("{:?}", plan.node);
+        if let Some(rows) = self.built.get(&key) {
+            return Ok(rows.clone());
         }
-        Node::Project(input, exprs) => {
-            let projection = Arc::new(Projection::new(exprs));
-            match build(env, input)? {
-                Rows::Append(s) => Rows::Append(
-                    s.map(move |row: SqlRow| projection.apply(row))
+        let rows = self.node(plan)?;
+        self.built.insert(key, rows.clone());
+        Ok(rows)
+    }
+
+    fn node(&mut self, plan: &Plan) -> Result<Rows, SqlError> {
+        let env = self.env;
+        Ok(match &plan.node {
+            Node::Scan(table) => Rows::Append(scan(env, table, self.reads.get(&table.name))?),
+            Node::Filter(input, predicate) => {
+                let predicate = predicate.clone();
+                match self.build(input)? {
+                    Rows::Append(s) => Rows::Append(
+                        s.filter(move |row: &SqlRow| predicate.test(row))
+                            .name("filter"),
+                    ),
+                    Rows::Changes(s) => Rows::Changes(
+                        s.filter(move |c: &Change<SqlRow>| predicate.test(&c.row))
+                            .name("filter"),
+                    ),
+                }
+            }
+            Node::Project(input, exprs) => {
+                let projection = Arc::new(Projection::new(exprs));
+                match self.build(input)? {
+                    Rows::Append(s) => Rows::Append(
+                        s.map(move |row: SqlRow| projection.apply(row))
+                            .name("project"),
+                    ),
+                    Rows::Changes(s) => Rows::Changes(
+                        s.map(move |c: Change<SqlRow>| Change {
+                            kind: c.kind,
+                            row: projection.apply(c.row),
+                        })
                         .name("project"),
-                ),
-                Rows::Changes(s) => Rows::Changes(
-                    s.map(move |c: Change<SqlRow>| Change {
-                        kind: c.kind,
-                        row: projection.apply(c.row),
-                    })
-                    .name("project"),
-                ),
+                    ),
+                }
             }
-        }
-        Node::Rank(input, rank) => {
-            let Rows::Append(s) = build(env, input)? else {
-                return Err(SqlError::plan(
-                    "ROW_NUMBER over an updating (changelog) input is not supported yet",
-                ));
-            };
-            let Some(limit) = rank.limit else {
-                return Err(SqlError::plan(
+            Node::Rank(input, rank) => {
+                let Rows::Append(s) = self.build(input)? else {
+                    return Err(SqlError::plan(
+                        "ROW_NUMBER over an updating (changelog) input is not supported yet",
+                    ));
+                };
+                let Some(limit) = rank.limit else {
+                    return Err(SqlError::plan(
                     "ROW_NUMBER() OVER (...) needs a filter on its rank (WHERE rank <= N): Spate runs it as a top-N",
                 ));
-            };
-            let keys: Arc<[Scalar]> = rank.partition.clone().into();
-            Rows::Changes(
-                s.key_by(move |row: &SqlRow| keys.iter().map(|k| k.eval(row)).collect::<SqlRow>())
+                };
+                let keys: Arc<[Scalar]> = rank.partition.clone().into();
+                Rows::Changes(
+                    s.key_by(move |row: &SqlRow| {
+                        keys.iter().map(|k| k.eval(row)).collect::<SqlRow>()
+                    })
                     .updating(RankAggregate {
                         order: rank.order.clone().into(),
                         limit,
@@ -103,16 +145,16 @@ pub fn build(env: &StreamEnv, plan: &Plan) -> Result<Rows, SqlError> {
                     } else {
                         "top-n"
                     }),
-            )
-        }
-        Node::WindowTvf(input, window) => {
-            // Not under an aggregate: a row per window the row is in.
-            let Rows::Append(s) = build(env, input)? else {
-                return Err(SqlError::plan(
+                )
+            }
+            Node::WindowTvf(input, window) => {
+                // Not under an aggregate: a row per window the row is in.
+                let Rows::Append(s) = self.build(input)? else {
+                    return Err(SqlError::plan(
                     "a window table function over an updating (changelog) input is not supported",
                 ));
-            };
-            let (size, slide) = match *window {
+                };
+                let (size, slide) = match *window {
                 GroupWindow::Tumble { size } => (size, size),
                 GroupWindow::Hop { slide, size } => (size, slide),
                 _ => {
@@ -121,48 +163,49 @@ pub fn build(env: &StreamEnv, plan: &Plan) -> Result<Rows, SqlError> {
                     ))
                 }
             };
-            let rowtime = input
-                .rowtime
-                .ok_or_else(|| SqlError::plan("a window needs a rowtime"))?;
-            Rows::Append(
-                s.flat_map(move |row: SqlRow| {
-                    let ts = row.get(rowtime).and_then(Datum::as_i64).unwrap_or(0);
-                    // The windows [start, start + size) that hold ts, latest first.
-                    let mut out = Vec::new();
-                    let mut start = ts - ts.rem_euclid(slide);
-                    while start > ts - size {
-                        let mut r = row.clone();
-                        r.push(Datum::Timestamp(start));
-                        r.push(Datum::Timestamp(start + size));
-                        r.push(Datum::Timestamp(start + size - 1));
-                        out.push(r);
-                        start -= slide;
-                    }
-                    out
-                })
-                .name("window-tvf"),
-            )
-        }
-        Node::Join(left, right, spec) => {
-            let (Rows::Append(l), Rows::Append(r)) = (build(env, left)?, build(env, right)?) else {
-                return Err(SqlError::plan(
-                    "a join of an updating (changelog) input is not supported yet",
-                ));
-            };
-            if spec.left_keys.is_empty() {
-                return Err(SqlError::plan(
+                let rowtime = input
+                    .rowtime
+                    .ok_or_else(|| SqlError::plan("a window needs a rowtime"))?;
+                Rows::Append(
+                    s.flat_map(move |row: SqlRow| {
+                        let ts = row.get(rowtime).and_then(Datum::as_i64).unwrap_or(0);
+                        // The windows [start, start + size) that hold ts, latest first.
+                        let mut out = Vec::new();
+                        let mut start = ts - ts.rem_euclid(slide);
+                        while start > ts - size {
+                            let mut r = row.clone();
+                            r.push(Datum::Timestamp(start));
+                            r.push(Datum::Timestamp(start + size));
+                            r.push(Datum::Timestamp(start + size - 1));
+                            out.push(r);
+                            start -= slide;
+                        }
+                        out
+                    })
+                    .name("window-tvf"),
+                )
+            }
+            Node::Join(left, right, spec) => {
+                let (Rows::Append(l), Rows::Append(r)) = (self.build(left)?, self.build(right)?)
+                else {
+                    return Err(SqlError::plan(
+                        "a join of an updating (changelog) input is not supported yet",
+                    ));
+                };
+                if spec.left_keys.is_empty() {
+                    return Err(SqlError::plan(
                     "a join needs an equality between a column of each side (a cross join of streams would keep every row)",
                 ));
-            }
-            let (lk, rk): (Arc<[Scalar]>, Arc<[Scalar]>) = (
-                spec.left_keys.clone().into(),
-                spec.right_keys.clone().into(),
-            );
-            let residual = spec.residual.clone();
-            let residual2 = residual.clone();
-            type Sides = (Vec<SqlRow>, Vec<SqlRow>);
-            let joined =
-                l.key_by(move |row: &SqlRow| lk.iter().map(|k| k.eval(row)).collect::<SqlRow>())
+                }
+                let (lk, rk): (Arc<[Scalar]>, Arc<[Scalar]>) = (
+                    spec.left_keys.clone().into(),
+                    spec.right_keys.clone().into(),
+                );
+                let residual = spec.residual.clone();
+                let residual2 = residual.clone();
+                type Sides = (Vec<SqlRow>, Vec<SqlRow>);
+                let joined = l
+                    .key_by(move |row: &SqlRow| lk.iter().map(|k| k.eval(row)).collect::<SqlRow>())
                     .connect(&r.key_by(move |row: &SqlRow| {
                         rk.iter().map(|k| k.eval(row)).collect::<SqlRow>()
                     }))
@@ -191,87 +234,116 @@ pub fn build(env: &StreamEnv, plan: &Plan) -> Result<Rows, SqlError> {
                         },
                     )
                     .name("join");
-            Rows::Append(joined)
-        }
-        Node::WindowAggregate(input, window, keys, calls) => {
-            let Rows::Append(s) = build(env, input)? else {
-                return Err(SqlError::plan(
-                    "a window aggregate over an updating (changelog) input is not supported",
-                ));
-            };
-            let keys: Arc<[Scalar]> = keys.clone().into();
-            let keyed =
-                s.key_by(move |row: &SqlRow| keys.iter().map(|k| k.eval(row)).collect::<SqlRow>());
-            let agg = WindowAggregate {
-                calls: calls.clone().into(),
-            };
-            let ms = |v: i64| std::time::Duration::from_millis(v as u64);
-            let out = match *window {
-                GroupWindow::Tumble { size } => {
-                    window_rows(keyed.window(TumblingEventTimeWindows::of(ms(size))), agg)
-                }
-                GroupWindow::Hop { slide, size } => window_rows(
-                    keyed.window(SlidingEventTimeWindows::of(ms(size), ms(slide))),
-                    agg,
-                ),
-                GroupWindow::Session { gap } => window_rows(
-                    keyed.window(EventTimeSessionWindows::with_gap(ms(gap))),
-                    agg,
-                ),
-                GroupWindow::Columns { start, end } => {
-                    window_rows(keyed.window(ColumnWindows { start, end }), agg)
-                }
-            };
-            Rows::Append(out.name("window-aggregate"))
-        }
-        Node::Aggregate(input, keys, calls) => {
-            let keys: Arc<[Scalar]> = keys.clone().into();
-            let s = match build(env, input)? {
-                Rows::Append(s) => s,
-                Rows::Changes(s) => {
-                    return Ok(Rows::Changes(
-                        s.key_by(move |c: &Change<SqlRow>| {
-                            keys.iter().map(|k| k.eval(&c.row)).collect::<SqlRow>()
-                        })
-                        .updating(RetractAggregate {
-                            calls: calls.clone().into(),
-                        })
-                        .name("group-aggregate"),
-                    ))
-                }
-            };
-            Rows::Changes(
-                s.key_by(move |row: &SqlRow| keys.iter().map(|k| k.eval(row)).collect::<SqlRow>())
+                Rows::Append(joined)
+            }
+            Node::WindowAggregate(input, window, keys, calls) => {
+                let Rows::Append(s) = self.build(input)? else {
+                    return Err(SqlError::plan(
+                        "a window aggregate over an updating (changelog) input is not supported",
+                    ));
+                };
+                let keys: Arc<[Scalar]> = keys.clone().into();
+                let keyed = s.key_by(move |row: &SqlRow| {
+                    keys.iter().map(|k| k.eval(row)).collect::<SqlRow>()
+                });
+                let agg = WindowAggregate {
+                    calls: calls.clone().into(),
+                };
+                let ms = |v: i64| std::time::Duration::from_millis(v as u64);
+                let out = match *window {
+                    GroupWindow::Tumble { size } => {
+                        window_rows(keyed.window(TumblingEventTimeWindows::of(ms(size))), agg)
+                    }
+                    GroupWindow::Hop { slide, size } => window_rows(
+                        keyed.window(SlidingEventTimeWindows::of(ms(size), ms(slide))),
+                        agg,
+                    ),
+                    GroupWindow::Session { gap } => window_rows(
+                        keyed.window(EventTimeSessionWindows::with_gap(ms(gap))),
+                        agg,
+                    ),
+                    GroupWindow::Columns { start, end } => {
+                        window_rows(keyed.window(ColumnWindows { start, end }), agg)
+                    }
+                };
+                Rows::Append(out.name("window-aggregate"))
+            }
+            Node::Aggregate(input, keys, calls) => {
+                let keys: Arc<[Scalar]> = keys.clone().into();
+                let s = match self.build(input)? {
+                    Rows::Append(s) => s,
+                    Rows::Changes(s) => {
+                        return Ok(Rows::Changes(
+                            s.key_by(move |c: &Change<SqlRow>| {
+                                keys.iter().map(|k| k.eval(&c.row)).collect::<SqlRow>()
+                            })
+                            .updating(RetractAggregate {
+                                calls: calls.clone().into(),
+                            })
+                            .name("group-aggregate"),
+                        ))
+                    }
+                };
+                Rows::Changes(
+                    s.key_by(move |row: &SqlRow| {
+                        keys.iter().map(|k| k.eval(row)).collect::<SqlRow>()
+                    })
                     .updating(GroupAggregate {
                         calls: calls.clone().into(),
                     })
                     .name("group-aggregate"),
-            )
-        }
-    })
+                )
+            }
+        })
+    }
 }
 
-/// A projection that moves the input's values it passes on as they are (a column named
-/// once), instead of cloning them, and computes the others first.
+/// A projection that moves the input's values it passes on as they are (a column, or a
+/// field of a nested row, named once), instead of cloning them, and computes the others
+/// first.
 struct Projection {
-    /// Per output column: `Ok(input column)` to move, `Err(expression)` to compute.
-    outputs: Vec<Result<usize, Scalar>>,
+    outputs: Vec<Output>,
+}
+
+/// How a [`Projection`] makes one output column.
+enum Output {
+    /// Moves this input column.
+    Move(usize),
+    /// Moves field `.1` of the nested row in input column `.0` (clones it if the nested row
+    /// is shared with another row).
+    MoveField(usize, usize),
+    /// Computes this expression.
+    Compute(Scalar),
 }
 
 impl Projection {
     fn new(exprs: &[Scalar]) -> Self {
-        let mut uses = std::collections::HashMap::<usize, usize>::new();
+        let mut whole = HashMap::<usize, usize>::new();
+        let mut fields = HashMap::<(usize, usize), usize>::new();
         for e in exprs {
-            if let Scalar::Col(i) = e {
-                *uses.entry(*i).or_default() += 1;
+            match e {
+                Scalar::Col(c) => *whole.entry(*c).or_default() += 1,
+                Scalar::Field(inner, i) => {
+                    if let Scalar::Col(c) = **inner {
+                        *fields.entry((c, *i)).or_default() += 1;
+                    }
+                }
+                _ => {}
             }
         }
+        let fields_of = |c: usize| fields.keys().any(|&(f, _)| f == c);
         Projection {
             outputs: exprs
                 .iter()
                 .map(|e| match e {
-                    Scalar::Col(i) if uses[i] == 1 => Ok(*i),
-                    e => Err(e.clone()),
+                    Scalar::Col(c) if whole[c] == 1 && !fields_of(*c) => Output::Move(*c),
+                    Scalar::Field(inner, i) => match **inner {
+                        Scalar::Col(c) if fields[&(c, *i)] == 1 && !whole.contains_key(&c) => {
+                            Output::MoveField(c, *i)
+                        }
+                        _ => Output::Compute(e.clone()),
+                    },
+                    e => Output::Compute(e.clone()),
                 })
                 .collect(),
         }
@@ -282,15 +354,27 @@ impl Projection {
             .outputs
             .iter()
             .map(|o| match o {
-                Ok(_) => Datum::Null,
-                Err(e) => e.eval(&row),
+                Output::Compute(e) => e.eval(&row),
+                _ => Datum::Null,
             })
             .collect();
         for (slot, o) in out.iter_mut().zip(&self.outputs) {
-            if let Ok(i) = o {
-                if let Some(v) = row.get_mut(*i) {
-                    *slot = std::mem::take(v);
+            match *o {
+                Output::Move(c) => {
+                    if let Some(v) = row.get_mut(c) {
+                        *slot = std::mem::take(v);
+                    }
                 }
+                Output::MoveField(c, i) => {
+                    if let Some(Datum::Row(nested)) = row.get_mut(c) {
+                        *slot = match Arc::get_mut(nested) {
+                            Some(values) => values.get_mut(i).map(std::mem::take),
+                            None => nested.get(i).cloned(),
+                        }
+                        .unwrap_or_default();
+                    }
+                }
+                Output::Compute(_) => {}
             }
         }
         out
@@ -374,22 +458,10 @@ fn data_type(ty: &SqlType) -> Result<DataType, SqlError> {
 /// Decodes JSON values straight into [`Datum`]s: the schema decoder's [`RowBuilder`].
 struct Datums;
 
-/// What [`Datums`] needs to build a row: which fields are timestamps (they arrive as
-/// epoch milliseconds, like integers).
-struct Shape(Vec<bool>);
-
 impl RowBuilder for Datums {
     type Value = Datum;
-    type Shape = Shape;
-    fn shape(schema: &Schema) -> Shape {
-        Shape(
-            schema
-                .fields()
-                .iter()
-                .map(|f| f.data_type == DataType::Timestamp)
-                .collect(),
-        )
-    }
+    type Shape = ();
+    fn shape(_: &Schema) {}
     fn null() -> Datum {
         Datum::Null
     }
@@ -402,6 +474,9 @@ impl RowBuilder for Datums {
     fn int(i: i64) -> Datum {
         Datum::Int(i)
     }
+    fn timestamp(ms: i64) -> Datum {
+        Datum::Timestamp(ms)
+    }
     fn float(f: f64) -> Datum {
         Datum::Double(f)
     }
@@ -412,18 +487,17 @@ impl RowBuilder for Datums {
         // One allocation, where a `String` first would make two.
         Datum::Str(s.into())
     }
-    fn row(shape: &Shape, mut values: Vec<Datum>) -> Datum {
-        for (v, &timestamp) in values.iter_mut().zip(&shape.0) {
-            if let (true, Datum::Int(ms)) = (timestamp, &*v) {
-                *v = Datum::Timestamp(*ms);
-            }
-        }
+    fn row(_: &(), values: Vec<Datum>) -> Datum {
         Datum::Row(values.into())
     }
 }
 
 /// A source over `table` with its watermark strategy.
-fn scan(env: &StreamEnv, table: &Arc<Table>) -> Result<DataStream<SqlRow>, SqlError> {
+fn scan(
+    env: &StreamEnv,
+    table: &Arc<Table>,
+    reads: Option<&Vec<prune::Read>>,
+) -> Result<DataStream<SqlRow>, SqlError> {
     let connector = table.connector()?;
     let stream = match connector {
         "filesystem" => {
@@ -457,7 +531,15 @@ fn scan(env: &StreamEnv, table: &Arc<Table>) -> Result<DataStream<SqlRow>, SqlEr
                 }
             }
             let schema = schema_of(table.physical().map(|c| (c.name.as_str(), &c.ty)))?;
-            let decoder = RowDecoder::<Datums>::with_builder(&schema);
+            // Only what the plan reads is decoded: the other fields are skipped unbuilt.
+            let physical = prune::physical_reads(table, reads);
+            let decoder = RowDecoder::<Datums>::projected(&schema, &|at: &[usize]| {
+                match (physical.get(at[0]), at.len()) {
+                    (None, _) => true,
+                    (Some(read), 1) => read.any(),
+                    (Some(read), _) => read.field(at[1]),
+                }
+            });
             let make = row_maker(table);
             let policy = match table.option("json.ignore-parse-errors") {
                 Some("true") => BadRecordPolicy::Drop,
@@ -465,7 +547,7 @@ fn scan(env: &StreamEnv, table: &Arc<Table>) -> Result<DataStream<SqlRow>, SqlEr
             };
             let source = JsonLinesSource::<SqlRow>::with_decoder(
                 PathBuf::from(path),
-                Arc::new(move |line: &[u8]| decoder.decode_row(line).map(&make)),
+                Arc::new(move |line: &[u8]| decoder.decode_fields(line).map(&make)),
             )
             .policy(policy);
             env.from_source(source)
@@ -561,7 +643,7 @@ fn csv_scan(
                 };
                 values.push(value);
             }
-            Ok(make(Datum::Row(values.into())))
+            Ok(make(values))
         },
     );
     let source = CsvSource::<SqlRow>::with_decoder(PathBuf::from(path), decoder)
@@ -575,33 +657,38 @@ fn csv_scan(
 }
 
 /// Turns a decoded physical row into the table's full row (computed columns evaluated).
-fn row_maker(table: &Table) -> impl Fn(Datum) -> SqlRow + Send + Sync + 'static {
+fn row_maker(table: &Table) -> impl Fn(Vec<Datum>) -> SqlRow + Send + Sync + 'static {
     let computed: Vec<Option<Scalar>> = table.columns.iter().map(|c| c.computed.clone()).collect();
-    let all_physical = computed.iter().all(Option::is_none);
-    move |decoded: Datum| {
-        let physical: Vec<Datum> = match decoded {
-            // The decoder's row is this row's alone: its values move out.
-            Datum::Row(mut values) => match Arc::get_mut(&mut values) {
-                Some(values) => values.iter_mut().map(std::mem::take).collect(),
-                None => values.to_vec(),
-            },
-            _ => Vec::new(),
-        };
-        if all_physical {
+    let physical_count = computed.iter().filter(|c| c.is_none()).count();
+    // Computed columns after all the physical ones (as Nexmark's `dateTime`): appended to
+    // the decoded row itself.
+    let trailing = computed[..physical_count].iter().all(Option::is_none);
+    let exprs: Vec<Scalar> = computed.iter().flatten().cloned().collect();
+    move |mut physical: Vec<Datum>| {
+        if exprs.is_empty() {
             return physical;
         }
-        let mut row = Vec::with_capacity(computed.len());
-        let mut next = 0;
-        for c in &computed {
-            match c {
-                None => {
-                    row.push(physical.get(next).cloned().unwrap_or_default());
-                    next += 1;
-                }
-                Some(e) => row.push(e.eval(&physical)),
+        physical.resize(physical_count, Datum::Null);
+        if trailing {
+            physical.reserve_exact(exprs.len());
+            for e in &exprs {
+                let v = e.eval(&physical[..physical_count]);
+                physical.push(v);
             }
+            return physical;
         }
-        row
+        let values: Vec<Datum> = exprs.iter().map(|e| e.eval(&physical)).collect();
+        let (mut physical, mut values) = (physical.into_iter(), values.into_iter());
+        computed
+            .iter()
+            .map(|c| {
+                match c {
+                    None => physical.next(),
+                    Some(_) => values.next(),
+                }
+                .unwrap_or_default()
+            })
+            .collect()
     }
 }
 

@@ -13,7 +13,10 @@
 //!   rowtime column.
 //! * [`expr`]: scalar expressions, bound and typed with Flink's rules, evaluated per row.
 //! * [`functions`]: Flink's built-in scalar functions (`DATE_FORMAT`, `REGEXP_EXTRACT`, ...).
-//! * [`exec`]: plans built as DataStream operators; the connectors' sources and sinks.
+//! * [`prune`]: projection push-down: the columns (and nested fields) of each table a plan
+//!   reads, the only ones its scan decodes.
+//! * [`exec`]: plans built as DataStream operators, a subplan named twice built once; the
+//!   connectors' sources and sinks.
 //! * [`types`]: SQL types and the [`Datum`]s of a [`SqlRow`]; [`format`]: rows as text.
 //! * [`Session`]: a catalog, settings and the job configuration; runs statements.
 //!
@@ -49,6 +52,7 @@ pub mod format;
 pub mod functions;
 pub mod parser;
 pub mod plan;
+pub mod prune;
 pub mod session;
 pub mod types;
 

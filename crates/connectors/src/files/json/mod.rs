@@ -154,8 +154,14 @@ pub trait RowBuilder: Send + Sync + 'static {
     fn is_null(value: &Self::Value) -> bool;
     /// A boolean.
     fn bool(b: bool) -> Self::Value;
-    /// An integer, or a timestamp's epoch milliseconds.
+    /// An integer (or a timestamp's epoch milliseconds, unless
+    /// [`timestamp`](Self::timestamp) says otherwise).
     fn int(i: i64) -> Self::Value;
+    /// A timestamp, as epoch milliseconds: [`int`](Self::int) unless the builder has values
+    /// of its own for timestamps.
+    fn timestamp(ms: i64) -> Self::Value {
+        Self::int(ms)
+    }
     /// A float.
     fn float(f: f64) -> Self::Value;
     /// A string.
@@ -212,6 +218,9 @@ struct PreparedField<B: RowBuilder> {
     path: Box<str>,
     kind: Kind<B>,
     nullable: bool,
+    /// Not read (a projection left it out): its value is skipped, not built, and the row
+    /// holds a null in its place.
+    skip: bool,
 }
 
 enum Kind<B: RowBuilder> {
@@ -224,25 +233,39 @@ enum Kind<B: RowBuilder> {
 }
 
 impl<B: RowBuilder> Prepared<B> {
-    fn new(schema: &Schema, prefix: &str) -> Prepared<B> {
+    /// `reads(at)`: whether the field at index path `at` (its position, in each enclosing
+    /// row from the outermost) is read.
+    fn new(
+        schema: &Schema,
+        prefix: &str,
+        at: &mut Vec<usize>,
+        reads: &dyn Fn(&[usize]) -> bool,
+    ) -> Prepared<B> {
         let fields = schema
             .fields()
             .iter()
-            .map(|f| {
+            .enumerate()
+            .map(|(i, f)| {
                 let path = format!("{prefix}{}", f.name);
+                at.push(i);
+                let skip = !reads(at);
                 let kind = match &f.data_type {
                     DataType::Bool => Kind::Bool,
                     DataType::Int64 => Kind::Int64,
                     DataType::Float64 => Kind::Float64,
                     DataType::String => Kind::String,
                     DataType::Timestamp => Kind::Timestamp,
-                    DataType::Row(nested) => Kind::Row(Prepared::new(nested, &format!("{path}."))),
+                    DataType::Row(nested) => {
+                        Kind::Row(Prepared::new(nested, &format!("{path}."), at, reads))
+                    }
                 };
+                at.pop();
                 PreparedField {
                     name: f.name.as_str().into(),
                     path: path.into(),
                     kind,
                     nullable: f.nullable,
+                    skip,
                 }
             })
             .collect();
@@ -273,8 +296,37 @@ impl RowDecoder {
 impl<B: RowBuilder> RowDecoder<B> {
     /// A decoder of rows of `schema` into `B`'s values.
     pub fn with_builder(schema: &Schema) -> Self {
+        RowDecoder::projected(schema, &|_| true)
+    }
+
+    /// A decoder that reads only the fields `reads` accepts (a projection pushed down into
+    /// the format, as Flink's JSON format does), by their index path: `[2]` is the schema's
+    /// third field, `[2, 5]` the sixth field of that nested row. The others are skipped as
+    /// unknown fields are (checked to be JSON, never built) and read as null, whether
+    /// nullable or not; a nested row that is read has its own fields chosen the same way.
+    ///
+    /// ```
+    /// # use spate_connectors::files::json::{RowDecoder, Values};
+    /// # use spate_types::{DataType, Field, Schema, Value};
+    /// let bid = Schema::new(vec![
+    ///     Field::new("price", DataType::Int64),
+    ///     Field::not_null("url", DataType::String),
+    /// ]);
+    /// let schema = Schema::new(vec![
+    ///     Field::new("id", DataType::Int64),
+    ///     Field::new("bid", DataType::Row(bid)),
+    /// ]);
+    /// let decoder = RowDecoder::<Values>::projected(&schema, &|at| at != [1, 1]);
+    /// let bid = |price| Value::List(vec![Value::Int(1), Value::List(vec![price, Value::Null])]);
+    /// let row = decoder.decode_row(br#"{"id":1,"bid":{"price":7,"url":"http://"}}"#);
+    /// assert_eq!(row.unwrap(), bid(Value::Int(7)));
+    /// // `url` is not read, so a line without it is no error.
+    /// let row = decoder.decode_row(br#"{"bid":{"price":null},"id":1}"#);
+    /// assert_eq!(row.unwrap(), bid(Value::Null));
+    /// ```
+    pub fn projected(schema: &Schema, reads: &dyn Fn(&[usize]) -> bool) -> Self {
         RowDecoder {
-            root: Arc::new(Prepared::new(schema, "")),
+            root: Arc::new(Prepared::new(schema, "", &mut Vec::new(), reads)),
         }
     }
 
@@ -284,8 +336,9 @@ impl<B: RowBuilder> RowDecoder<B> {
             .map(|values| B::row(&self.root.shape, values))
     }
 
-    /// Decodes one line into the values of the schema's fields.
-    fn decode_fields(&self, line: &[u8]) -> Result<Vec<B::Value>, String> {
+    /// Decodes one line into the values of the schema's fields, in schema order (the row
+    /// [`decode_row`](Self::decode_row) makes of them, unmade).
+    pub fn decode_fields(&self, line: &[u8]) -> Result<Vec<B::Value>, String> {
         let mut de = de::Deserializer::new(line);
         let fast = RowSeed(&self.root)
             .deserialize(&mut de)
@@ -333,8 +386,10 @@ impl<'de, B: RowBuilder> Visitor<'de> for RowVisitor<'_, B> {
         let mut values: Vec<B::Value> = fields.iter().map(|_| B::null()).collect();
         while let Some(key) = map.next_key_seed(KeySeed(self.0))? {
             match key {
-                Some(i) => values[i] = map.next_value_seed(FieldSeed(&fields[i]))?,
-                None => {
+                Some(i) if !fields[i].skip => {
+                    values[i] = map.next_value_seed(FieldSeed(&fields[i]))?
+                }
+                _ => {
                     map.next_value::<IgnoredAny>()?;
                 }
             }
@@ -342,7 +397,7 @@ impl<'de, B: RowBuilder> Visitor<'de> for RowVisitor<'_, B> {
         // A `null` in a field that is not nullable was refused where it stood: a `Null` left
         // here is a missing field.
         for (field, value) in fields.iter().zip(&values) {
-            if !field.nullable && B::is_null(value) {
+            if !field.nullable && !field.skip && B::is_null(value) {
                 return Err(serde::de::Error::custom(format_args!(
                     "missing field `{}`",
                     field.path
@@ -403,7 +458,8 @@ impl<B: RowBuilder> FieldSeed<'_, B> {
 
     fn int<E: serde::de::Error>(&self, v: i64) -> Result<B::Value, E> {
         match self.0.kind {
-            Kind::Int64 | Kind::Timestamp => Ok(B::int(v)),
+            Kind::Int64 => Ok(B::int(v)),
+            Kind::Timestamp => Ok(B::timestamp(v)),
             Kind::Float64 => Ok(B::float(v as f64)),
             _ => Err(self.wrong("a number")),
         }
@@ -465,7 +521,7 @@ impl<'de, B: RowBuilder> Visitor<'de> for FieldSeed<'_, B> {
     fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<B::Value, E> {
         match self.0.kind {
             Kind::String => Ok(B::str(v)),
-            Kind::Timestamp => parse_timestamp_ms(v).map(B::int).ok_or_else(|| {
+            Kind::Timestamp => parse_timestamp_ms(v).map(B::timestamp).ok_or_else(|| {
                 E::custom(format_args!(
                     "field `{}`: invalid timestamp {v:?}, expected YYYY-MM-DD HH:MM:SS.mmm",
                     self.0.path
