@@ -539,7 +539,8 @@ fn scan(
                     (Some(read), 1) => read.any(),
                     (Some(read), _) => read.field(at[1]),
                 }
-            });
+            })
+            .spare(table.columns.len() - physical.len());
             let make = row_maker(table);
             let policy = match table.option("json.ignore-parse-errors") {
                 Some("true") => BadRecordPolicy::Drop,

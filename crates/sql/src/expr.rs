@@ -953,11 +953,11 @@ impl Scalar {
             },
             Scalar::Lit(d) => d.clone(),
             Scalar::Arith(op, kind, l, r) => {
-                let (a, b) = (l.eval(row), r.eval(row));
+                let (a, b) = (l.operand(row), r.operand(row));
                 arith_eval(*op, *kind, &a, &b)
             }
             Scalar::Cmp(op, kind, l, r) => {
-                let (a, b) = (l.eval(row), r.eval(row));
+                let (a, b) = (l.operand(row), r.operand(row));
                 match compare_values(*kind, &a, &b) {
                     None => Datum::Null,
                     Some(ord) => Datum::Bool(match op {
@@ -996,21 +996,21 @@ impl Scalar {
                 Datum::Double(f) => Datum::Double(-f),
                 _ => Datum::Null,
             },
-            Scalar::IsNull(x, negated) => Datum::Bool(x.eval(row).is_null() != *negated),
+            Scalar::IsNull(x, negated) => Datum::Bool(x.operand(row).is_null() != *negated),
             Scalar::Case(branches, otherwise) => {
                 for (cond, value) in branches {
-                    if cond.eval(row) == Datum::Bool(true) {
+                    if cond.test(row) {
                         return value.eval(row);
                     }
                 }
                 otherwise.eval(row)
             }
             Scalar::InList(x, list, negated) => {
-                let v = x.eval(row);
+                let v = x.operand(row);
                 if v.is_null() {
                     return Datum::Null;
                 }
-                if list.contains(&v) {
+                if list.contains(&*v) {
                     Datum::Bool(!negated)
                 } else if list.iter().any(Datum::is_null) {
                     Datum::Null
@@ -1042,6 +1042,22 @@ impl Scalar {
                 _ => None,
             },
             _ => None,
+        }
+    }
+
+    /// The value on `row` of an operand of another expression: borrowed where it stands (a
+    /// column, a nested field, a constant), computed otherwise. The operator reads it
+    /// without a clone.
+    #[inline]
+    fn operand<'a>(&'a self, row: &'a [Datum]) -> std::borrow::Cow<'a, Datum> {
+        use std::borrow::Cow;
+        match self {
+            Scalar::Lit(d) => Cow::Borrowed(d),
+            Scalar::Col(_) | Scalar::Field(..) => match self.borrow(row) {
+                Some(d) => Cow::Borrowed(d),
+                None => Cow::Owned(self.eval(row)),
+            },
+            other => Cow::Owned(other.eval(row)),
         }
     }
 

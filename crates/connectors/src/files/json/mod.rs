@@ -210,6 +210,8 @@ impl RowBuilder for Values {
 struct Prepared<B: RowBuilder> {
     fields: Vec<PreparedField<B>>,
     shape: B::Shape,
+    /// Room left in a decoded row's values for the caller's own (computed) columns.
+    spare: usize,
 }
 
 struct PreparedField<B: RowBuilder> {
@@ -272,6 +274,7 @@ impl<B: RowBuilder> Prepared<B> {
         Prepared {
             fields,
             shape: B::shape(schema),
+            spare: 0,
         }
     }
 
@@ -330,6 +333,15 @@ impl<B: RowBuilder> RowDecoder<B> {
         }
     }
 
+    /// Leaves room for `n` more values in each row [`decode_fields`](Self::decode_fields)
+    /// returns (columns the caller appends), so that appending them does not reallocate.
+    pub fn spare(mut self, n: usize) -> Self {
+        if let Some(root) = Arc::get_mut(&mut self.root) {
+            root.spare = n;
+        }
+        self
+    }
+
     /// Decodes one line into a row of `B` (of the schema's shape), or says why not.
     pub fn decode_row(&self, line: &[u8]) -> Result<B::Value, String> {
         self.decode_fields(line)
@@ -383,13 +395,21 @@ impl<'de, B: RowBuilder> Visitor<'de> for RowVisitor<'_, B> {
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Vec<B::Value>, A::Error> {
         let fields = &self.0.fields;
-        let mut values: Vec<B::Value> = fields.iter().map(|_| B::null()).collect();
-        while let Some(key) = map.next_key_seed(KeySeed(self.0))? {
+        let mut values: Vec<B::Value> = Vec::with_capacity(fields.len() + self.0.spare);
+        values.extend(fields.iter().map(|_| B::null()));
+        // Writers mostly keep one order: the field after the last one is tried first.
+        let mut next = 0;
+        while let Some(key) = map.next_key_seed(KeySeed(self.0, next))? {
             match key {
-                Some(i) if !fields[i].skip => {
-                    values[i] = map.next_value_seed(FieldSeed(&fields[i]))?
+                Some(i) => {
+                    next = i + 1;
+                    if fields[i].skip {
+                        map.next_value::<IgnoredAny>()?;
+                    } else {
+                        values[i] = map.next_value_seed(FieldSeed(&fields[i]))?;
+                    }
                 }
-                _ => {
+                None => {
                     map.next_value::<IgnoredAny>()?;
                 }
             }
@@ -408,8 +428,9 @@ impl<'de, B: RowBuilder> Visitor<'de> for RowVisitor<'_, B> {
     }
 }
 
-/// Deserializes a key into the position of its field, or `None` for a key not declared.
-struct KeySeed<'a, B: RowBuilder>(&'a Prepared<B>);
+/// Deserializes a key into the position of its field, or `None` for a key not declared;
+/// the field at `.1` is tried first.
+struct KeySeed<'a, B: RowBuilder>(&'a Prepared<B>, usize);
 
 impl<'de, B: RowBuilder> DeserializeSeed<'de> for KeySeed<'_, B> {
     type Value = Option<usize>;
@@ -426,7 +447,10 @@ impl<'de, B: RowBuilder> Visitor<'de> for KeySeed<'_, B> {
     }
 
     fn visit_str<E: serde::de::Error>(self, key: &str) -> Result<Option<usize>, E> {
-        Ok(self.0.index_of(key))
+        match self.0.fields.get(self.1) {
+            Some(f) if *f.name == *key => Ok(Some(self.1)),
+            _ => Ok(self.0.index_of(key)),
+        }
     }
 }
 
