@@ -1388,7 +1388,69 @@ fn join_condition(plan: Plan, predicate: Scalar) -> (Plan, Option<Scalar>) {
 }
 
 /// Keeps the rows of `input` on which `predicate` is `TRUE`.
+///
+/// As Flink's optimizer does (`FilterProjectTransposeRule`, and calcs merged), a filter
+/// goes below a projection whose columns it reads are cheap (columns, fields, constants:
+/// a view's), so that the projection only computes the rows kept, and two filters in a
+/// row are one.
 fn filter(input: Plan, predicate: Scalar) -> Plan {
+    let mut read = Vec::new();
+    columns_of(&predicate, &mut read);
+    match input.node {
+        Node::Project(inner, exprs)
+            if read.iter().all(|&c| exprs.get(c).is_some_and(is_cheap))
+                && !reads_proctime(&predicate) =>
+        {
+            let pushed = substitute(&predicate, &exprs);
+            Plan {
+                node: Node::Project(Box::new(filter(*inner, pushed)), exprs),
+                ..input
+            }
+        }
+        Node::Filter(inner, first) => Plan {
+            node: Node::Filter(inner, Scalar::And(Box::new(first), Box::new(predicate))),
+            ..input
+        },
+        node => filter_node(Plan { node, ..input }, predicate),
+    }
+}
+
+/// Whether `e` reads the wall clock (`PROCTIME()`), which must be read where it stands.
+fn reads_proctime(e: &Scalar) -> bool {
+    let found = std::cell::Cell::new(false);
+    fn walk(e: &Scalar, found: &std::cell::Cell<bool>) {
+        match e {
+            Scalar::ProcTime => found.set(true),
+            Scalar::Col(_) | Scalar::Lit(_) => {}
+            Scalar::Field(x, _)
+            | Scalar::Not(x)
+            | Scalar::Neg(x)
+            | Scalar::IsNull(x, _)
+            | Scalar::Cast(x, _, _)
+            | Scalar::InList(x, _, _) => walk(x, found),
+            Scalar::Arith(_, _, a, b)
+            | Scalar::Cmp(_, _, a, b)
+            | Scalar::And(a, b)
+            | Scalar::Or(a, b) => {
+                walk(a, found);
+                walk(b, found);
+            }
+            Scalar::Case(branches, otherwise) => {
+                for (c, v) in branches {
+                    walk(c, found);
+                    walk(v, found);
+                }
+                walk(otherwise, found);
+            }
+            Scalar::Call(_, args) => args.iter().for_each(|a| walk(a, found)),
+        }
+    }
+    walk(e, &found);
+    found.get()
+}
+
+/// A filter node of `predicate` over `input`, as it is.
+fn filter_node(input: Plan, predicate: Scalar) -> Plan {
     Plan {
         scope: input.scope.clone(),
         rowtime: input.rowtime,
