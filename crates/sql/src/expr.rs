@@ -1019,8 +1019,9 @@ impl Scalar {
                 }
             }
             Scalar::Call(f, args) => {
-                let values: smallvec::SmallVec<[Datum; 4]> =
-                    args.iter().map(|a| a.eval(row)).collect();
+                let values: smallvec::SmallVec<[std::borrow::Cow<'_, Datum>; 4]> =
+                    args.iter().map(|a| a.operand(row)).collect();
+                let values: smallvec::SmallVec<[&Datum; 4]> = values.iter().map(|v| &**v).collect();
                 f.call(&values)
             }
             Scalar::Cast(x, from, to) => cast_value(x.eval(row), from, to),

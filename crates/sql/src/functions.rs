@@ -744,25 +744,32 @@ impl Prepared {
     }
 
     /// Calls the function on one row's argument values (already evaluated, in order).
-    pub fn call(&self, args: &[Datum]) -> Datum {
+    /// [`call`](Self::call) on owned values.
+    pub fn call_values(&self, args: &[Datum]) -> Datum {
+        let refs: smallvec::SmallVec<[&Datum; 4]> = args.iter().collect();
+        self.call(&refs)
+    }
+
+    /// The function's value on `args` (borrowed where they stand in the row).
+    pub fn call(&self, args: &[&Datum]) -> Datum {
         match &self.op {
             Op::Coalesce(convs) => coalesce(convs, args),
             Op::ConcatWs => concat_ws(args),
             Op::CountChar => count_char(args),
-            _ if args.iter().any(Datum::is_null) => Datum::Null,
+            _ if args.iter().any(|a| a.is_null()) => Datum::Null,
             op => eval(op, args).unwrap_or(Datum::Null),
         }
     }
 }
 
-fn text(args: &[Datum], i: usize) -> Option<&Arc<str>> {
+fn text<'a>(args: &[&'a Datum], i: usize) -> Option<&'a Arc<str>> {
     match args.get(i)? {
         Datum::Str(s) => Some(s),
         _ => None,
     }
 }
 
-fn int(args: &[Datum], i: usize) -> Option<i64> {
+fn int(args: &[&Datum], i: usize) -> Option<i64> {
     match args.get(i)? {
         Datum::Int(v) => Some(*v),
         _ => None,
@@ -774,7 +781,7 @@ fn string(s: String) -> Datum {
 }
 
 /// The strict functions (`NULL` arguments are already answered): `None` is `NULL`.
-fn eval(op: &Op, args: &[Datum]) -> Option<Datum> {
+fn eval(op: &Op, args: &[&Datum]) -> Option<Datum> {
     Some(match op {
         Op::AlwaysNull | Op::Coalesce(_) | Op::ConcatWs | Op::CountChar => return None,
         Op::Mod => {
@@ -1032,12 +1039,12 @@ fn parse_timestamp_text(s: &str) -> Option<i64> {
     Some(ms - ms.rem_euclid(1000))
 }
 
-fn coalesce(convs: &[Conv], args: &[Datum]) -> Datum {
+fn coalesce(convs: &[Conv], args: &[&Datum]) -> Datum {
     let Some((i, value)) = args.iter().enumerate().find(|(_, d)| !d.is_null()) else {
         return Datum::Null;
     };
     let conv = convs.get(i).copied().unwrap_or(Conv::Keep);
-    let converted = match (conv, value) {
+    let converted = match (conv, *value) {
         (Conv::Keep, v) => Some(v.clone()),
         (Conv::IntToDouble, Datum::Int(v)) => Some(Datum::Double(*v as f64)),
         (Conv::DecimalToDouble(s), Datum::Decimal(v)) => {
@@ -1066,7 +1073,7 @@ fn rescale(v: i64, from: u8, to: u8) -> Option<i64> {
 }
 
 /// Flink's `concatWs`: `NULL` for a `NULL` separator, `NULL` strings skipped.
-fn concat_ws(args: &[Datum]) -> Datum {
+fn concat_ws(args: &[&Datum]) -> Datum {
     let Some(sep) = text(args, 0) else {
         return Datum::Null;
     };
@@ -1087,7 +1094,7 @@ fn concat_ws(args: &[Datum]) -> Datum {
 /// Nexmark's `CountChar.eval`: 0 for a `NULL` string; else the bytes of the string equal to
 /// the first byte of the second argument's UTF-8 (Java throws for a `NULL` or empty second
 /// argument; that is `NULL` here).
-fn count_char(args: &[Datum]) -> Datum {
+fn count_char(args: &[&Datum]) -> Datum {
     let Some(s) = text(args, 0) else {
         return if matches!(args.first(), None | Some(Datum::Null)) {
             Datum::Int(0)
@@ -1432,7 +1439,7 @@ mod tests {
     fn call(f: Func, types: &[SqlType], args: &[Datum]) -> Datum {
         prepare(f, types, &[])
             .unwrap_or_else(|e| panic!("{e}"))
-            .call(args)
+            .call_values(args)
     }
 
     /// Prepares `f` with every argument a constant (as literals are) and calls it once.
@@ -1440,7 +1447,7 @@ mod tests {
         let constants: Vec<Option<Datum>> = args.iter().cloned().map(Some).collect();
         prepare(f, types, &constants)
             .unwrap_or_else(|e| panic!("{e}"))
-            .call(args)
+            .call_values(args)
     }
 
     /// Calls a function of STRING arguments both ways and checks they agree.
@@ -1818,12 +1825,12 @@ mod tests {
         assert!(!err.contains('\n'), "{err}");
         // Per row, a bad pattern is NULL and a good one after it still works.
         let p = prepare(f, &[Str, Str, Int], &[]).unwrap();
-        assert_eq!(p.call(&[s("abc"), s("(b"), i(0)]), Datum::Null);
-        assert_eq!(p.call(&[s("abc"), s("(b)c"), i(1)]), s("b"));
-        assert_eq!(p.call(&[s("abc"), s("(b)c"), i(0)]), s("bc"));
-        assert_eq!(p.call(&[s("abc"), s("a"), i(0)]), s("a"));
+        assert_eq!(p.call_values(&[s("abc"), s("(b"), i(0)]), Datum::Null);
+        assert_eq!(p.call_values(&[s("abc"), s("(b)c"), i(1)]), s("b"));
+        assert_eq!(p.call_values(&[s("abc"), s("(b)c"), i(0)]), s("bc"));
+        assert_eq!(p.call_values(&[s("abc"), s("a"), i(0)]), s("a"));
         let copy = p.clone();
-        assert_eq!(copy.call(&[s("abc"), s("(b)c"), i(1)]), s("b"));
+        assert_eq!(copy.call_values(&[s("abc"), s("(b)c"), i(1)]), s("b"));
     }
 
     #[test]
@@ -2101,11 +2108,11 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            p.call(&[s(url), s("(&|^)channel_id=([^&]*)"), i(2)]),
+            p.call_values(&[s(url), s("(&|^)channel_id=([^&]*)"), i(2)]),
             s("1234")
         );
         assert_eq!(
-            p.call(&[
+            p.call_values(&[
                 s("https://www.nexmark.com/abc/def/ghi/item.htm?query=1"),
                 s("x"),
                 i(2)
@@ -2119,15 +2126,18 @@ mod tests {
             &[None, Some(s("/")), None],
         )
         .unwrap();
-        assert_eq!(split.call(&[s(url), s("/"), i(3)]), s("abc"));
-        assert_eq!(split.call(&[s(url), s("/"), i(5)]), s("ghi"));
-        assert_eq!(split.call(&[s(url), s("/"), i(2)]), s("www.nexmark.com"));
-        assert_eq!(split.call(&[s(url), s("/"), i(1)]), s(""));
+        assert_eq!(split.call_values(&[s(url), s("/"), i(3)]), s("abc"));
+        assert_eq!(split.call_values(&[s(url), s("/"), i(5)]), s("ghi"));
+        assert_eq!(
+            split.call_values(&[s(url), s("/"), i(2)]),
+            s("www.nexmark.com")
+        );
+        assert_eq!(split.call_values(&[s(url), s("/"), i(1)]), s(""));
         // DATE_FORMAT(dateTime, 'yyyy-MM-dd') and 'HH:mm'.
         let t = ts("2024-01-01 08:05:03.004");
         for (pattern, want) in [("yyyy-MM-dd", "2024-01-01"), ("HH:mm", "08:05")] {
             let p = prepare(Func::DateFormat, &[Ts, Str], &[None, Some(s(pattern))]).unwrap();
-            assert_eq!(p.call(&[t.clone(), s(pattern)]), s(want));
+            assert_eq!(p.call_values(&[t.clone(), s(pattern)]), s(want));
         }
     }
 
@@ -2234,11 +2244,11 @@ mod tests {
                 .collect();
             let _ = return_type(f, &types);
             if let Ok(p) = prepare(f, &types, &constants) {
-                let _ = p.call(&args);
+                let _ = p.call_values(&args);
                 // Values that do not fit the types, and too few or too many of them.
                 let wild: Vec<Datum> = (0..rng.below(5)).map(|_| rng.datum()).collect();
-                let _ = p.call(&wild);
-                let _ = p.call(&[]);
+                let _ = p.call_values(&wild);
+                let _ = p.call_values(&[]);
             }
             if round % 7 == 0 {
                 let pattern = rng.string();
