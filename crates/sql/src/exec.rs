@@ -185,6 +185,41 @@ impl Builder<'_> {
                     .name("window-tvf"),
                 )
             }
+            Node::Join(left, right, spec) if spec.lookup => {
+                let Rows::Append(l) = self.build(left)? else {
+                    return Err(SqlError::plan(
+                        "a lookup join of an updating (changelog) input is not supported yet",
+                    ));
+                };
+                // The table, read now, by its keys (a NULL key matches nothing).
+                let mut index: HashMap<SqlRow, Vec<SqlRow>> = HashMap::new();
+                for row in static_rows(right)? {
+                    let key: SqlRow = spec.right_keys.iter().map(|k| k.eval(&row)).collect();
+                    if !key.iter().any(Datum::is_null) {
+                        index.entry(key).or_default().push(row);
+                    }
+                }
+                let (index, keys, residual) = (
+                    Arc::new(index),
+                    spec.left_keys.clone(),
+                    spec.residual.clone(),
+                );
+                Rows::Append(
+                    l.flat_map(move |row: SqlRow| {
+                        let key: SqlRow = keys.iter().map(|k| k.eval(&row)).collect();
+                        let mut out = Vec::new();
+                        for other in index.get(&key).map_or(&[][..], Vec::as_slice) {
+                            let mut j = row.clone();
+                            j.extend(other.iter().cloned());
+                            if residual.as_ref().is_none_or(|p| p.test(&j)) {
+                                out.push(j);
+                            }
+                        }
+                        out
+                    })
+                    .name("lookup-join"),
+                )
+            }
             Node::Join(left, right, spec) => {
                 let (Rows::Append(l), Rows::Append(r)) = (self.build(left)?, self.build(right)?)
                 else {
@@ -501,14 +536,8 @@ fn scan(
     let connector = table.connector()?;
     let stream = match connector {
         "filesystem" => {
-            let path = table
-                .option("path")
-                .or_else(|| table.option("connector.path"))
-                .ok_or_else(|| {
-                    SqlError::plan(format!("the filesystem table `{}` has no 'path'", table.name))
-                })?;
             // Flink's legacy option names (`connector.path`, `format.type`) give URLs.
-            let path = path.strip_prefix("file://").unwrap_or(path);
+            let path = table_path(table)?;
             let format = table
                 .option("format")
                 .or_else(|| table.option("format.type"))
@@ -595,6 +624,28 @@ fn csv_scan(
     table: &Arc<Table>,
     path: &str,
 ) -> Result<DataStream<SqlRow>, SqlError> {
+    let (delimiter, policy, decode) = csv_format(table)?;
+    let decoder =
+        Arc::new(move |record: &csv::ByteRecord, _: Option<&csv::ByteRecord>| decode(record));
+    let source = CsvSource::<SqlRow>::with_decoder(PathBuf::from(path), decoder)
+        .has_headers(false)
+        .delimiter(delimiter)
+        .policy(policy);
+    let stream = env
+        .from_source(source)
+        .name(&format!("scan.{}", table.name));
+    Ok(with_watermark(stream, table))
+}
+
+/// A CSV table's record decoder, with the delimiter and the bad-record policy of its
+/// options.
+type CsvFormat = (
+    u8,
+    BadRecordPolicy,
+    Box<dyn Fn(&csv::ByteRecord) -> Result<SqlRow, String> + Send + Sync>,
+);
+
+fn csv_format(table: &Table) -> Result<CsvFormat, SqlError> {
     let types: Vec<SqlType> = table.physical().map(|c| c.ty.clone()).collect();
     let names: Vec<String> = table.physical().map(|c| c.name.clone()).collect();
     for (name, ty) in names.iter().zip(&types) {
@@ -620,41 +671,140 @@ fn csv_scan(
         Some("true") => BadRecordPolicy::Drop,
         _ => BadRecordPolicy::Fail,
     };
-    let decoder = Arc::new(
-        move |record: &csv::ByteRecord, _: Option<&csv::ByteRecord>| {
-            if record.len() != types.len() {
-                return Err(format!(
-                    "{} fields, the table has {} columns",
-                    record.len(),
-                    types.len()
-                ));
-            }
-            let mut values = Vec::with_capacity(types.len());
-            for ((field, ty), name) in record.iter().zip(&types).zip(&names) {
-                let text = std::str::from_utf8(field)
-                    .map_err(|_| format!("the field `{name}` is not UTF-8"))?;
-                let value = if text.is_empty() && *ty != SqlType::String {
-                    Datum::Null
-                } else {
-                    let v = crate::expr::cast_value(Datum::str(text), &SqlType::String, ty);
-                    if v.is_null() {
-                        return Err(format!("the field `{name}`: `{text}` is not a {ty}"));
+    let decode = move |record: &csv::ByteRecord| {
+        if record.len() != types.len() {
+            return Err(format!(
+                "{} fields, the table has {} columns",
+                record.len(),
+                types.len()
+            ));
+        }
+        let mut values = Vec::with_capacity(types.len());
+        for ((field, ty), name) in record.iter().zip(&types).zip(&names) {
+            let text = std::str::from_utf8(field)
+                .map_err(|_| format!("the field `{name}` is not UTF-8"))?;
+            let value = if text.is_empty() && *ty != SqlType::String {
+                Datum::Null
+            } else {
+                let v = crate::expr::cast_value(Datum::str(text), &SqlType::String, ty);
+                if v.is_null() {
+                    return Err(format!("the field `{name}`: `{text}` is not a {ty}"));
+                }
+                v
+            };
+            values.push(value);
+        }
+        Ok(make(values))
+    };
+    Ok((delimiter, policy, Box::new(decode)))
+}
+
+/// The rows of a lookup join's side: its filesystem table read whole now, then the side's
+/// filters and projections.
+fn static_rows(plan: &Plan) -> Result<Vec<SqlRow>, SqlError> {
+    match &plan.node {
+        Node::Scan(table) => read_table(table),
+        Node::Filter(input, predicate) => Ok(static_rows(input)?
+            .into_iter()
+            .filter(|row| predicate.test(row))
+            .collect()),
+        Node::Project(input, exprs) => {
+            let projection = Projection::new(exprs);
+            Ok(static_rows(input)?
+                .into_iter()
+                .map(|row| projection.apply(row))
+                .collect())
+        }
+        _ => Err(SqlError::plan(
+            "a lookup join's table can only be filtered and projected",
+        )),
+    }
+}
+
+/// The path a filesystem table reads (Flink's legacy `connector.path` URLs too).
+fn table_path(table: &Table) -> Result<&str, SqlError> {
+    let path = table
+        .option("path")
+        .or_else(|| table.option("connector.path"))
+        .ok_or_else(|| {
+            SqlError::plan(format!(
+                "the filesystem table `{}` has no 'path'",
+                table.name
+            ))
+        })?;
+    Ok(path.strip_prefix("file://").unwrap_or(path))
+}
+
+/// Every row of a filesystem table (a file, or the files of a folder in name order).
+fn read_table(table: &Table) -> Result<Vec<SqlRow>, SqlError> {
+    let path = PathBuf::from(table_path(table)?);
+    let failed = |what: &dyn std::fmt::Display| {
+        SqlError::plan(format!("the lookup table `{}`: {what}", table.name))
+    };
+    let files: Vec<PathBuf> = if path.is_dir() {
+        let mut files: Vec<PathBuf> = std::fs::read_dir(&path)
+            .map_err(|e| failed(&format_args!("{}: {e}", path.display())))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.is_file())
+            .collect();
+        files.sort();
+        files
+    } else {
+        vec![path]
+    };
+    let format = table
+        .option("format")
+        .or_else(|| table.option("format.type"))
+        .unwrap_or("json");
+    let mut rows = Vec::new();
+    for file in &files {
+        let at = |line: usize, why: &str| {
+            failed(&format_args!("{}, line {line}: {why}", file.display()))
+        };
+        match format {
+            "csv" => {
+                let (delimiter, policy, decode) = csv_format(table)?;
+                let mut reader = csv::ReaderBuilder::new()
+                    .has_headers(false)
+                    .delimiter(delimiter)
+                    .from_path(file)
+                    .map_err(|e| failed(&format_args!("{}: {e}", file.display())))?;
+                for (i, record) in reader.byte_records().enumerate() {
+                    let record = record.map_err(|e| at(i + 1, &e.to_string()))?;
+                    match decode(&record) {
+                        Ok(row) => rows.push(row),
+                        Err(_) if policy == BadRecordPolicy::Drop => {}
+                        Err(why) => return Err(at(i + 1, &why)),
                     }
-                    v
-                };
-                values.push(value);
+                }
             }
-            Ok(make(values))
-        },
-    );
-    let source = CsvSource::<SqlRow>::with_decoder(PathBuf::from(path), decoder)
-        .has_headers(false)
-        .delimiter(delimiter)
-        .policy(policy);
-    let stream = env
-        .from_source(source)
-        .name(&format!("scan.{}", table.name));
-    Ok(with_watermark(stream, table))
+            "json" => {
+                let schema = schema_of(table.physical().map(|c| (c.name.as_str(), &c.ty)))?;
+                let decoder = RowDecoder::<Datums>::with_builder(&schema);
+                let make = row_maker(table);
+                let text = std::fs::read(file)
+                    .map_err(|e| failed(&format_args!("{}: {e}", file.display())))?;
+                let drop = table.option("json.ignore-parse-errors") == Some("true");
+                for (i, line) in text.split(|&b| b == b'\n').enumerate() {
+                    let line = line.strip_suffix(b"\r").unwrap_or(line);
+                    if line.iter().all(u8::is_ascii_whitespace) {
+                        continue;
+                    }
+                    match decoder.decode_fields(line) {
+                        Ok(values) => rows.push(make(values)),
+                        Err(_) if drop => {}
+                        Err(why) => return Err(at(i + 1, &why)),
+                    }
+                }
+            }
+            other => {
+                return Err(failed(&format_args!(
+                    "the filesystem connector reads 'json' or 'csv', not '{other}'"
+                )))
+            }
+        }
+    }
+    Ok(rows)
 }
 
 /// Turns a decoded physical row into the table's full row (computed columns evaluated).

@@ -208,6 +208,9 @@ pub fn parse_script(text: &str) -> Result<Vec<Located>, SqlError> {
 /// table function becomes: `__table__(name[, col...])`.
 pub const TABLE_ARGUMENT: &str = "__table__";
 
+/// What a table joined `FOR SYSTEM_TIME AS OF ...` becomes: `__lookup__(name)`.
+pub const LOOKUP_TABLE: &str = "__lookup__";
+
 /// Rewrites the table arguments of window table functions, `TUMBLE(TABLE bid, ...)` and
 /// `SESSION(TABLE bid PARTITION BY bidder, ...)`, which no `sqlparser` dialect parses, into
 /// calls `__table__(bid)` and `__table__(bid, bidder)` that the planner reads back; tokens
@@ -244,10 +247,9 @@ fn table_arguments(tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
             && next
                 .get(1)
                 .is_none_or(|&j| !matches!(tokens[j].token, Token::LParen | Token::Period));
-        // `FOR SYSTEM_TIME AS OF expr` after a joined table (Flink's lookup and temporal
-        // joins): dropped, up to the alias or ON. Spate joins the table's rows as they are
-        // read, which is a lookup join's result when the table does not change (a bounded
-        // side input, as Nexmark q13's).
+        // `t FOR SYSTEM_TIME AS OF expr` after a join (Flink's lookup and temporal joins):
+        // the clause, up to the alias or ON, is dropped and the table becomes
+        // `__lookup__(t)`, which the planner plans as a lookup join's table.
         let word_at = |j: Option<&usize>, w: &str| {
             j.is_some_and(
                 |&j| matches!(&tokens[j].token, Token::Word(x) if x.value.eq_ignore_ascii_case(w)),
@@ -258,6 +260,27 @@ fn table_arguments(tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
             && word_at(next.get(1), "AS")
             && word_at(next.get(2), "OF")
         {
+            // The table's name, the last word before the clause.
+            while out.last().is_some_and(|t| !significant(t)) {
+                out.pop();
+            }
+            if let Some(name) = out.pop_if(|t| matches!(t.token, Token::Word(_))) {
+                let span = name.span;
+                out.push(word(LOOKUP_TABLE, span));
+                out.push(TokenWithSpan {
+                    token: Token::LParen,
+                    span,
+                });
+                out.push(name);
+                out.push(TokenWithSpan {
+                    token: Token::RParen,
+                    span,
+                });
+                out.push(TokenWithSpan {
+                    token: Token::Whitespace(sqlparser::tokenizer::Whitespace::Space),
+                    span,
+                });
+            }
             let mut j = next[2] + 1;
             let mut depth = 0i32;
             while j < tokens.len() {

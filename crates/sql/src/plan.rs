@@ -77,6 +77,10 @@ pub struct JoinSpec {
     pub right_keys: Vec<Scalar>,
     /// The rest of the condition, over the joined row.
     pub residual: Option<Scalar>,
+    /// The right side is a table joined `FOR SYSTEM_TIME AS OF` the left's processing time
+    /// (Flink's lookup join): it is read whole when the job starts and each left row looks
+    /// its matches up in it; no left row is kept.
+    pub lookup: bool,
 }
 
 /// A group window, on the input's rowtime.
@@ -284,6 +288,9 @@ impl Planner<'_> {
                     }
                 };
                 plan = join(plan, right);
+                if lookup_of(&j.relation).is_some() {
+                    lookup_join(&mut plan, &j.relation)?;
+                }
                 let bound = expr::bind(on, &plan.scope, self.catalog)?;
                 let (joined, rest) = join_condition(plan, bound.expr);
                 plan = match rest {
@@ -1015,6 +1022,13 @@ impl Planner<'_> {
     /// A FROM item.
     fn relation(&self, factor: &TableFactor) -> Result<Plan, SqlError> {
         match factor {
+            TableFactor::Table { alias, .. } if lookup_of(factor).is_some() => {
+                let name = lookup_of(factor).unwrap_or_default();
+                let qualifier = alias
+                    .as_ref()
+                    .map_or(name.clone(), |a| a.name.value.clone());
+                self.named_relation(&name, &qualifier)
+            }
             TableFactor::Table {
                 name, alias, args, ..
             } => {
@@ -1205,6 +1219,51 @@ fn limit_rank(input: &mut Plan, predicate: &Scalar) {
 }
 
 /// The cross join of `left` and `right`, whose keys a condition sets ([`join_condition`]).
+/// The table name of `__lookup__(name)` (a table joined `FOR SYSTEM_TIME AS OF`).
+fn lookup_of(factor: &TableFactor) -> Option<String> {
+    let TableFactor::Table {
+        name,
+        args: Some(args),
+        ..
+    } = factor
+    else {
+        return None;
+    };
+    if name.to_string() != crate::parser::LOOKUP_TABLE {
+        return None;
+    }
+    match args.args.as_slice() {
+        [sqlparser::ast::FunctionArg::Unnamed(sqlparser::ast::FunctionArgExpr::Expr(
+            Expr::Identifier(table),
+        ))] => Some(table.value.clone()),
+        _ => None,
+    }
+}
+
+/// Makes the join `plan` (of a table joined `FOR SYSTEM_TIME AS OF`) a lookup join.
+fn lookup_join(plan: &mut Plan, relation: &TableFactor) -> Result<(), SqlError> {
+    let Node::Join(_, right, spec) = &mut plan.node else {
+        return Ok(());
+    };
+    let relation = lookup_of(relation).unwrap_or_default();
+    match &right.node {
+        Node::Scan(table) if table.watermark.is_some() => Err(SqlError::plan(format!(
+            "`{relation}`: a temporal join on event time (a versioned table, with a WATERMARK) is not supported yet; a lookup join reads a table without one"
+        ))),
+        Node::Scan(table) if table.connector()? == "filesystem" => {
+            spec.lookup = true;
+            Ok(())
+        }
+        Node::Scan(table) => Err(SqlError::plan(format!(
+            "`{relation}`: a lookup join reads a 'filesystem' table, not '{}'",
+            table.connector()?
+        ))),
+        _ => Err(SqlError::plan(format!(
+            "`{relation}`: FOR SYSTEM_TIME AS OF needs a table, not a view"
+        ))),
+    }
+}
+
 fn join(left: Plan, right: Plan) -> Plan {
     let mut columns = left.scope.columns.clone();
     columns.extend(right.scope.columns.iter().cloned());
