@@ -1036,3 +1036,58 @@ impl PrintWriter {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::Catalog;
+    use crate::parser::{parse_script, Statement};
+    use spate_dataflow::plan::NodeKind;
+    use spate_dataflow::JobConfig;
+
+    /// The engine's plan of `query` over a table `t` and two views of it.
+    fn engine_plan(query: &str) -> spate_dataflow::plan::Plan {
+        let ddl = "CREATE TABLE t (k INT, v BIGINT, ts TIMESTAMP(3),
+                WATERMARK FOR ts AS ts - INTERVAL '1' SECOND)
+                WITH ('connector' = 'filesystem', 'path' = 'x.jsonl');
+            CREATE VIEW a AS SELECT v, ts FROM t WHERE k = 1;
+            CREATE VIEW b AS SELECT v, ts FROM t WHERE k = 2;";
+        let mut catalog = Catalog::default();
+        let mut plan = None;
+        for s in parse_script(&format!("{ddl}\n{query};")).unwrap() {
+            match s.statement {
+                Statement::CreateTable(def) => catalog.create_table(&def).unwrap(),
+                Statement::CreateView { name, query } => catalog.create_view(&name, query).unwrap(),
+                Statement::Query(q) => plan = Some(crate::plan::plan_query(&q, &catalog).unwrap()),
+                _ => unreachable!(),
+            }
+        }
+        let env = StreamEnv::new(JobConfig::local(1));
+        build(&env, &plan.unwrap()).unwrap();
+        env.plan()
+    }
+
+    fn count(
+        plan: &spate_dataflow::plan::Plan,
+        f: impl Fn(&spate_dataflow::plan::Node) -> bool,
+    ) -> usize {
+        plan.nodes.iter().filter(|n| f(n)).count()
+    }
+
+    #[test]
+    fn a_table_named_by_two_views_is_read_once() {
+        let plan = engine_plan("SELECT a.v, b.v FROM a JOIN b ON a.v = b.v");
+        assert_eq!(count(&plan, |n| n.kind == NodeKind::Source), 1);
+    }
+
+    #[test]
+    fn an_aggregate_on_both_sides_of_a_join_is_computed_once() {
+        // q5's shape: the same window aggregate on both sides.
+        let w = "SELECT v, COUNT(*) AS n, window_start AS s FROM TABLE(TUMBLE(TABLE a, DESCRIPTOR(ts), INTERVAL '1' SECOND)) GROUP BY v, window_start, window_end";
+        let plan = engine_plan(&format!(
+            "SELECT x.v FROM ({w}) x JOIN ({w}) y ON x.s = y.s"
+        ));
+        assert_eq!(count(&plan, |n| n.kind == NodeKind::Source), 1);
+        assert_eq!(count(&plan, |n| n.name.starts_with("window-aggregate")), 1);
+    }
+}
