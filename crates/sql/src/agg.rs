@@ -8,7 +8,7 @@
 //! `DECIMAL(38, max(s, 6))`, of a `DOUBLE` a `DOUBLE`. `NULL` arguments are skipped; `SUM`,
 //! `MIN`, `MAX` and `AVG` of no value are `NULL`, `COUNT` of none is 0.
 
-use std::collections::HashSet;
+use rustc_hash::FxHashSet;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -101,8 +101,8 @@ pub struct AggCall {
 pub enum Acc {
     /// A count.
     Count(i64),
-    /// The distinct values seen.
-    Distinct(HashSet<Datum>),
+    /// The distinct values seen (hashed with FxHash, as the engine's keyed state is).
+    Distinct(FxHashSet<Datum>),
     /// A sum of integers or unscaled decimals (`None` before the first value, or after an
     /// overflow, which makes the result `NULL`).
     SumInt(Option<i64>, bool),
@@ -118,7 +118,7 @@ impl AggCall {
     fn create(&self) -> Acc {
         match self.func {
             AggFunc::CountStar | AggFunc::Count => Acc::Count(0),
-            AggFunc::CountDistinct => Acc::Distinct(HashSet::new()),
+            AggFunc::CountDistinct => Acc::Distinct(FxHashSet::default()),
             AggFunc::Sum if self.arg_type == SqlType::Double => Acc::SumDouble(None),
             AggFunc::Sum => Acc::SumInt(None, false),
             AggFunc::Min | AggFunc::Max => Acc::Extreme(None),

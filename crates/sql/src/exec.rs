@@ -192,7 +192,7 @@ impl Builder<'_> {
                     ));
                 };
                 // The table, read now, by its keys (a NULL key matches nothing).
-                let mut index: HashMap<SqlRow, Vec<SqlRow>> = HashMap::new();
+                let mut index: rustc_hash::FxHashMap<SqlRow, Vec<SqlRow>> = Default::default();
                 for row in static_rows(right)? {
                     let key: SqlRow = spec.right_keys.iter().map(|k| k.eval(&row)).collect();
                     if !key.iter().any(Datum::is_null) {
