@@ -8,7 +8,7 @@
 //! `DECIMAL(38, max(s, 6))`, of a `DOUBLE` a `DOUBLE`. `NULL` arguments are skipped; `SUM`,
 //! `MIN`, `MAX` and `AVG` of no value are `NULL`, `COUNT` of none is 0.
 
-use rustc_hash::FxHashSet;
+use rustc_hash::{FxHashMap, FxHashSet};
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -103,6 +103,10 @@ pub enum Acc {
     Count(i64),
     /// The distinct values seen (hashed with FxHash, as the engine's keyed state is).
     Distinct(FxHashSet<Datum>),
+    /// The distinct values of several `COUNT(DISTINCT x) FILTER (...)` of one argument,
+    /// each with a bit per aggregate whose filter a row of that value passed, and each
+    /// aggregate's count (Flink shares one distinct view per argument so).
+    SharedDistinct(FxHashMap<Datum, u64>, Vec<i64>),
     /// A sum of integers or unscaled decimals (`None` before the first value, or after an
     /// overflow, which makes the result `NULL`).
     SumInt(Option<i64>, bool),
@@ -148,6 +152,8 @@ impl AggCall {
             Acc::Distinct(set) => {
                 set.insert(value);
             }
+            // Added by its `GroupAggregate`, for all its aggregates at once.
+            Acc::SharedDistinct(..) => {}
             Acc::SumInt(sum, overflow) => {
                 if let Some(v) = value.as_i64() {
                     match sum {
@@ -211,6 +217,7 @@ impl AggCall {
         match acc {
             Acc::Count(n) => Datum::Int(*n),
             Acc::Distinct(set) => Datum::Int(set.len() as i64),
+            Acc::SharedDistinct(_, counts) => Datum::Int(counts.first().copied().unwrap_or(0)),
             Acc::SumInt(sum, _) => match (sum, &self.ty) {
                 (Some(s), SqlType::Decimal(..)) => Datum::Decimal(*s),
                 (Some(s), _) => Datum::Int(*s),
@@ -247,26 +254,118 @@ impl AggCall {
 
 /// The aggregates of one `GROUP BY`, as the engine's updating aggregate: per group key, one
 /// accumulator per aggregate; the result row is the key's values, then the aggregates'.
+///
+/// The `COUNT(DISTINCT x)`s of one argument `x` (with different `FILTER`s, as Nexmark q15's
+/// and q16's) share one set of values, kept by the first of them, with a bit per aggregate:
+/// a row adds its value once, not once per aggregate.
 pub struct GroupAggregate {
-    /// The aggregates.
-    pub calls: Arc<[AggCall]>,
+    calls: Arc<[AggCall]>,
+    /// Per aggregate: `Some((owner, bit))` for a `COUNT(DISTINCT)`: the aggregate whose
+    /// accumulator holds the shared set, and this aggregate's bit in it.
+    shared: Vec<Option<(usize, u32)>>,
+    /// Per owner of a shared set: its aggregates and their bits.
+    members: Vec<Vec<(usize, u32)>>,
+}
+
+impl GroupAggregate {
+    /// The aggregates `calls` of one `GROUP BY`.
+    pub fn new(calls: Arc<[AggCall]>) -> Self {
+        let mut shared = vec![None; calls.len()];
+        let mut members: Vec<Vec<(usize, u32)>> = vec![Vec::new(); calls.len()];
+        let mut owners: Vec<(String, usize)> = Vec::new();
+        for (i, call) in calls.iter().enumerate() {
+            if call.func != AggFunc::CountDistinct {
+                continue;
+            }
+            let arg = format!("{:?}", call.arg);
+            let owner = match owners
+                .iter()
+                .find(|(a, o)| *a == arg && members[*o].len() < 64)
+            {
+                Some(&(_, o)) => o,
+                None => {
+                    owners.push((arg, i));
+                    i
+                }
+            };
+            let bit = members[owner].len() as u32;
+            members[owner].push((i, bit));
+            shared[i] = Some((owner, bit));
+        }
+        GroupAggregate {
+            calls,
+            shared,
+            members,
+        }
+    }
 }
 
 impl UpdatingAggregate<SqlRow, SqlRow> for GroupAggregate {
     type Acc = Vec<Acc>;
     type Out = SqlRow;
     fn create(&self) -> Vec<Acc> {
-        self.calls.iter().map(AggCall::create).collect()
+        self.calls
+            .iter()
+            .enumerate()
+            .map(|(i, call)| match self.shared[i] {
+                Some((owner, _)) if owner == i => {
+                    Acc::SharedDistinct(FxHashMap::default(), vec![0; self.members[i].len()])
+                }
+                // Counted in the owner's accumulator.
+                Some(_) => Acc::Count(0),
+                None => call.create(),
+            })
+            .collect()
     }
     fn add(&self, acc: &mut Vec<Acc>, row: SqlRow) {
-        for (call, a) in self.calls.iter().zip(acc.iter_mut()) {
-            call.add(a, &row);
+        for (i, (call, a)) in self.calls.iter().zip(acc.iter_mut()).enumerate() {
+            match (self.shared[i], a) {
+                (Some((owner, _)), Acc::SharedDistinct(values, counts)) if owner == i => {
+                    let mut bits = 0u64;
+                    for &(member, bit) in &self.members[i] {
+                        let filter = &self.calls[member].filter;
+                        if filter.as_ref().is_none_or(|f| f.test(&row)) {
+                            bits |= 1 << bit;
+                        }
+                    }
+                    if bits == 0 {
+                        continue;
+                    }
+                    let value = match &call.arg {
+                        Some(arg) => arg.eval(&row),
+                        None => continue,
+                    };
+                    if value.is_null() {
+                        continue;
+                    }
+                    let seen = values.entry(value).or_insert(0);
+                    let mut new = bits & !*seen;
+                    *seen |= bits;
+                    while new != 0 {
+                        counts[new.trailing_zeros() as usize] += 1;
+                        new &= new - 1;
+                    }
+                }
+                (Some(_), _) => {}
+                (None, a) => call.add(a, &row),
+            }
         }
     }
     fn results(&self, key: &SqlRow, acc: &Vec<Acc>, out: &mut Vec<SqlRow>) {
         let mut row = Vec::with_capacity(key.len() + acc.len());
         row.extend(key.iter().cloned());
-        row.extend(self.calls.iter().zip(acc).map(|(c, a)| c.result(a)));
+        row.extend(
+            self.calls
+                .iter()
+                .enumerate()
+                .map(|(i, c)| match self.shared[i] {
+                    Some((owner, bit)) => match &acc[owner] {
+                        Acc::SharedDistinct(_, counts) => Datum::Int(counts[bit as usize]),
+                        _ => Datum::Null,
+                    },
+                    None => c.result(&acc[i]),
+                }),
+        );
         out.push(row);
     }
 }

@@ -323,9 +323,7 @@ impl Builder<'_> {
                     s.key_by(move |row: &SqlRow| {
                         keys.iter().map(|k| k.eval(row)).collect::<SqlRow>()
                     })
-                    .updating(GroupAggregate {
-                        calls: calls.clone().into(),
-                    })
+                    .updating(GroupAggregate::new(calls.clone().into()))
                     .name("group-aggregate"),
                 )
             }
