@@ -1038,8 +1038,6 @@ impl PrintWriter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::catalog::Catalog;
-    use crate::parser::{parse_script, Statement};
     use spate_dataflow::plan::NodeKind;
     use spate_dataflow::JobConfig;
 
@@ -1050,18 +1048,9 @@ mod tests {
                 WITH ('connector' = 'filesystem', 'path' = 'x.jsonl');
             CREATE VIEW a AS SELECT v, ts FROM t WHERE k = 1;
             CREATE VIEW b AS SELECT v, ts FROM t WHERE k = 2;";
-        let mut catalog = Catalog::default();
-        let mut plan = None;
-        for s in parse_script(&format!("{ddl}\n{query};")).unwrap() {
-            match s.statement {
-                Statement::CreateTable(def) => catalog.create_table(&def).unwrap(),
-                Statement::CreateView { name, query } => catalog.create_view(&name, query).unwrap(),
-                Statement::Query(q) => plan = Some(crate::plan::plan_query(&q, &catalog).unwrap()),
-                _ => unreachable!(),
-            }
-        }
+        let (_, plan) = crate::plan::plan_script(&format!("{ddl}\n{query};"));
         let env = StreamEnv::new(JobConfig::local(1));
-        build(&env, &plan.unwrap()).unwrap();
+        build(&env, &plan).unwrap();
         env.plan()
     }
 

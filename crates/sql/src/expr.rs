@@ -1046,6 +1046,34 @@ impl Scalar {
         }
     }
 
+    /// Calls `f` on each of the expression's direct operands.
+    pub fn for_each_operand(&self, f: &mut dyn FnMut(&Scalar)) {
+        match self {
+            Scalar::Col(_) | Scalar::Lit(_) | Scalar::ProcTime => {}
+            Scalar::Field(x, _)
+            | Scalar::Not(x)
+            | Scalar::Neg(x)
+            | Scalar::IsNull(x, _)
+            | Scalar::Cast(x, ..)
+            | Scalar::InList(x, ..) => f(x),
+            Scalar::Arith(_, _, a, b)
+            | Scalar::Cmp(_, _, a, b)
+            | Scalar::And(a, b)
+            | Scalar::Or(a, b) => {
+                f(a);
+                f(b);
+            }
+            Scalar::Case(branches, otherwise) => {
+                for (c, v) in branches {
+                    f(c);
+                    f(v);
+                }
+                f(otherwise);
+            }
+            Scalar::Call(_, args) => args.iter().for_each(f),
+        }
+    }
+
     /// The value on `row` of an operand of another expression: borrowed where it stands (a
     /// column, a nested field, a constant), computed otherwise. The operator reads it
     /// without a clone.

@@ -1280,26 +1280,7 @@ fn join(left: Plan, right: Plan) -> Plan {
 fn columns_of(e: &Scalar, out: &mut Vec<usize>) {
     match e {
         Scalar::Col(i) => out.push(*i),
-        Scalar::Lit(_) | Scalar::ProcTime => {}
-        Scalar::Field(x, _) | Scalar::Not(x) | Scalar::Neg(x) | Scalar::IsNull(x, _) => {
-            columns_of(x, out)
-        }
-        Scalar::Cast(x, ..) | Scalar::InList(x, ..) => columns_of(x, out),
-        Scalar::Arith(_, _, a, b)
-        | Scalar::Cmp(_, _, a, b)
-        | Scalar::And(a, b)
-        | Scalar::Or(a, b) => {
-            columns_of(a, out);
-            columns_of(b, out);
-        }
-        Scalar::Case(branches, otherwise) => {
-            for (c, v) in branches {
-                columns_of(c, out);
-                columns_of(v, out);
-            }
-            columns_of(otherwise, out);
-        }
-        Scalar::Call(_, args) => args.iter().for_each(|a| columns_of(a, out)),
+        e => e.for_each_operand(&mut |x| columns_of(x, out)),
     }
 }
 
@@ -1476,36 +1457,9 @@ fn filter(input: Plan, predicate: Scalar) -> Plan {
 
 /// Whether `e` reads the wall clock (`PROCTIME()`), which must be read where it stands.
 fn reads_proctime(e: &Scalar) -> bool {
-    let found = std::cell::Cell::new(false);
-    fn walk(e: &Scalar, found: &std::cell::Cell<bool>) {
-        match e {
-            Scalar::ProcTime => found.set(true),
-            Scalar::Col(_) | Scalar::Lit(_) => {}
-            Scalar::Field(x, _)
-            | Scalar::Not(x)
-            | Scalar::Neg(x)
-            | Scalar::IsNull(x, _)
-            | Scalar::Cast(x, _, _)
-            | Scalar::InList(x, _, _) => walk(x, found),
-            Scalar::Arith(_, _, a, b)
-            | Scalar::Cmp(_, _, a, b)
-            | Scalar::And(a, b)
-            | Scalar::Or(a, b) => {
-                walk(a, found);
-                walk(b, found);
-            }
-            Scalar::Case(branches, otherwise) => {
-                for (c, v) in branches {
-                    walk(c, found);
-                    walk(v, found);
-                }
-                walk(otherwise, found);
-            }
-            Scalar::Call(_, args) => args.iter().for_each(|a| walk(a, found)),
-        }
-    }
-    walk(e, &found);
-    found.get()
+    let mut found = matches!(e, Scalar::ProcTime);
+    e.for_each_operand(&mut |x| found |= reads_proctime(x));
+    found
 }
 
 /// A filter node of `predicate` over `input`, as it is.
@@ -1594,4 +1548,21 @@ pub fn physical_columns(table: &Table) -> Vec<Column> {
 /// An expression tree's text for messages.
 pub fn expr_text(e: &Expr) -> String {
     e.to_string()
+}
+
+/// Runs a script's DDL into a catalog and plans its query (`SELECT ...`), for tests.
+#[cfg(test)]
+pub(crate) fn plan_script(text: &str) -> (crate::catalog::Catalog, Plan) {
+    use crate::parser::{parse_script, Statement};
+    let mut catalog = crate::catalog::Catalog::default();
+    let mut plan = None;
+    for s in parse_script(text).unwrap() {
+        match s.statement {
+            Statement::CreateTable(def) => catalog.create_table(&def).unwrap(),
+            Statement::CreateView { name, query } => catalog.create_view(&name, query).unwrap(),
+            Statement::Query(q) => plan = Some(plan_query(&q, &catalog).unwrap()),
+            other => panic!("not DDL or a query: {other:?}"),
+        }
+    }
+    (catalog, plan.expect("a query"))
 }

@@ -102,35 +102,12 @@ fn expr(e: &Scalar, reads: &mut [Read]) {
     };
     match e {
         Scalar::Col(c) => mark(*c, Read::All),
-        Scalar::Field(inner, i) => match &**inner {
-            Scalar::Col(c) => mark(*c, Read::Fields(BTreeSet::from([*i]))),
-            other => expr(other, reads),
-        },
-        Scalar::Lit(_) | Scalar::ProcTime => {}
-        Scalar::Arith(_, _, a, b)
-        | Scalar::Cmp(_, _, a, b)
-        | Scalar::And(a, b)
-        | Scalar::Or(a, b) => {
-            expr(a, reads);
-            expr(b, reads);
-        }
-        Scalar::Not(a)
-        | Scalar::Neg(a)
-        | Scalar::IsNull(a, _)
-        | Scalar::InList(a, _, _)
-        | Scalar::Cast(a, _, _) => expr(a, reads),
-        Scalar::Case(arms, otherwise) => {
-            for (c, v) in arms {
-                expr(c, reads);
-                expr(v, reads);
-            }
-            expr(otherwise, reads);
-        }
-        Scalar::Call(_, args) => {
-            for a in args {
-                expr(a, reads);
+        Scalar::Field(inner, i) if matches!(**inner, Scalar::Col(_)) => {
+            if let Scalar::Col(c) = **inner {
+                mark(c, Read::Fields(BTreeSet::from([*i])));
             }
         }
+        e => e.for_each_operand(&mut |x| expr(x, reads)),
     }
 }
 
@@ -237,8 +214,6 @@ fn need(plan: &Plan, needed: &[Read], tables: &mut TableReads) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::catalog::Catalog;
-    use crate::parser::{parse_script, Statement};
 
     /// The reads of `query` over table `t` and its view `v` (the shape of Nexmark's
     /// `datagen` and `bid`), and what `t`'s scan decodes.
@@ -251,17 +226,8 @@ mod tests {
                 WATERMARK FOR ts AS ts - INTERVAL '1' SECOND
             ) WITH ('connector' = 'filesystem', 'path' = 'x');
             CREATE VIEW v AS SELECT r.a, r.b, ts FROM t WHERE k = 2;";
-        let mut catalog = Catalog::default();
-        let mut plan = None;
-        for s in parse_script(&format!("{ddl}\n{query};")).unwrap() {
-            match s.statement {
-                Statement::CreateTable(def) => catalog.create_table(&def).unwrap(),
-                Statement::CreateView { name, query } => catalog.create_view(&name, query).unwrap(),
-                Statement::Query(q) => plan = Some(crate::plan::plan_query(&q, &catalog).unwrap()),
-                _ => unreachable!(),
-            }
-        }
-        let mut tables = reads(&plan.unwrap());
+        let (catalog, plan) = crate::plan::plan_script(&format!("{ddl}\n{query};"));
+        let mut tables = reads(&plan);
         let t = tables.remove("t").unwrap();
         let physical = physical_reads(catalog.table("t").unwrap(), Some(&t));
         (t, physical)
