@@ -1566,3 +1566,26 @@ pub(crate) fn plan_script(text: &str) -> (crate::catalog::Catalog, Plan) {
     }
     (catalog, plan.expect("a query"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_filter_goes_below_a_views_projection_and_merges_with_its_filter() {
+        let (_, plan) = plan_script(
+            "CREATE TABLE t (k INT, r ROW<a BIGINT, b VARCHAR>) WITH ('connector' = 'filesystem', 'path' = 'x');
+             CREATE VIEW v AS SELECT r.a AS a, r.b AS b FROM t WHERE k = 2;
+             SELECT a FROM v WHERE a > 10;",
+        );
+        // One projection (the view's and the query's fused) over one filter of both
+        // conditions, over the scan.
+        let Node::Project(filtered, _) = &plan.node else {
+            panic!("{}", plan.explain())
+        };
+        let Node::Filter(scan, Scalar::And(..)) = &filtered.node else {
+            panic!("{}", plan.explain())
+        };
+        assert!(matches!(scan.node, Node::Scan(_)), "{}", plan.explain());
+    }
+}
