@@ -209,11 +209,7 @@ impl Builder<'_> {
                         let key: SqlRow = keys.iter().map(|k| k.eval(&row)).collect();
                         let mut out = Vec::new();
                         for other in index.get(&key).map_or(&[][..], Vec::as_slice) {
-                            let mut j = row.clone();
-                            j.extend(other.iter().cloned());
-                            if residual.as_ref().is_none_or(|p| p.test(&j)) {
-                                out.push(j);
-                            }
+                            out.extend(joined(&row, other, residual.as_ref()));
                         }
                         out
                     })
@@ -248,22 +244,14 @@ impl Builder<'_> {
                         move |_k, st: &mut Option<Sides>, row: SqlRow, out: &mut Vec<SqlRow>| {
                             let (lefts, rights) = st.get_or_insert_with(Default::default);
                             for other in rights.iter() {
-                                let mut j = row.clone();
-                                j.extend(other.iter().cloned());
-                                if residual.as_ref().is_none_or(|p| p.test(&j)) {
-                                    out.push(j);
-                                }
+                                out.extend(joined(&row, other, residual.as_ref()));
                             }
                             lefts.push(row);
                         },
                         move |_k, st: &mut Option<Sides>, row: SqlRow, out: &mut Vec<SqlRow>| {
                             let (lefts, rights) = st.get_or_insert_with(Default::default);
                             for other in lefts.iter() {
-                                let mut j = other.clone();
-                                j.extend(row.iter().cloned());
-                                if residual2.as_ref().is_none_or(|p| p.test(&j)) {
-                                    out.push(j);
-                                }
+                                out.extend(joined(other, &row, residual2.as_ref()));
                             }
                             rights.push(row);
                         },
@@ -329,6 +317,14 @@ impl Builder<'_> {
             }
         })
     }
+}
+
+/// The row of `left` and `right` joined, if it meets the residual condition.
+fn joined(left: &SqlRow, right: &SqlRow, residual: Option<&Scalar>) -> Option<SqlRow> {
+    let mut row = Vec::with_capacity(left.len() + right.len());
+    row.extend(left.iter().cloned());
+    row.extend(right.iter().cloned());
+    residual.is_none_or(|p| p.test(&row)).then_some(row)
 }
 
 /// A projection that moves the input's values it passes on as they are (a column, or a
@@ -754,35 +750,37 @@ fn read_table(table: &Table) -> Result<Vec<SqlRow>, SqlError> {
         .option("format")
         .or_else(|| table.option("format.type"))
         .unwrap_or("json");
+    let at = |file: &std::path::Path, line: usize, why: &str| {
+        failed(&format_args!("{}, line {line}: {why}", file.display()))
+    };
     let mut rows = Vec::new();
-    for file in &files {
-        let at = |line: usize, why: &str| {
-            failed(&format_args!("{}, line {line}: {why}", file.display()))
-        };
-        match format {
-            "csv" => {
-                let (delimiter, policy, decode) = csv_format(table)?;
+    match format {
+        "csv" => {
+            let (delimiter, policy, decode) = csv_format(table)?;
+            for file in &files {
                 let mut reader = csv::ReaderBuilder::new()
                     .has_headers(false)
                     .delimiter(delimiter)
                     .from_path(file)
                     .map_err(|e| failed(&format_args!("{}: {e}", file.display())))?;
                 for (i, record) in reader.byte_records().enumerate() {
-                    let record = record.map_err(|e| at(i + 1, &e.to_string()))?;
+                    let record = record.map_err(|e| at(file, i + 1, &e.to_string()))?;
                     match decode(&record) {
                         Ok(row) => rows.push(row),
                         Err(_) if policy == BadRecordPolicy::Drop => {}
-                        Err(why) => return Err(at(i + 1, &why)),
+                        Err(why) => return Err(at(file, i + 1, &why)),
                     }
                 }
             }
-            "json" => {
-                let schema = schema_of(table.physical().map(|c| (c.name.as_str(), &c.ty)))?;
-                let decoder = RowDecoder::<Datums>::with_builder(&schema);
-                let make = row_maker(table);
+        }
+        "json" => {
+            let schema = schema_of(table.physical().map(|c| (c.name.as_str(), &c.ty)))?;
+            let decoder = RowDecoder::<Datums>::with_builder(&schema);
+            let make = row_maker(table);
+            let drop = table.option("json.ignore-parse-errors") == Some("true");
+            for file in &files {
                 let text = std::fs::read(file)
                     .map_err(|e| failed(&format_args!("{}: {e}", file.display())))?;
-                let drop = table.option("json.ignore-parse-errors") == Some("true");
                 for (i, line) in text.split(|&b| b == b'\n').enumerate() {
                     let line = line.strip_suffix(b"\r").unwrap_or(line);
                     if line.iter().all(u8::is_ascii_whitespace) {
@@ -791,15 +789,15 @@ fn read_table(table: &Table) -> Result<Vec<SqlRow>, SqlError> {
                     match decoder.decode_fields(line) {
                         Ok(values) => rows.push(make(values)),
                         Err(_) if drop => {}
-                        Err(why) => return Err(at(i + 1, &why)),
+                        Err(why) => return Err(at(file, i + 1, &why)),
                     }
                 }
             }
-            other => {
-                return Err(failed(&format_args!(
-                    "the filesystem connector reads 'json' or 'csv', not '{other}'"
-                )))
-            }
+        }
+        other => {
+            return Err(failed(&format_args!(
+                "the filesystem connector reads 'json' or 'csv', not '{other}'"
+            )))
         }
     }
     Ok(rows)

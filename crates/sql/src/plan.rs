@@ -288,8 +288,8 @@ impl Planner<'_> {
                     }
                 };
                 plan = join(plan, right);
-                if lookup_of(&j.relation).is_some() {
-                    lookup_join(&mut plan, &j.relation)?;
+                if let Some(table) = lookup_of(&j.relation) {
+                    lookup_join(&mut plan, &table)?;
                 }
                 let bound = expr::bind(on, &plan.scope, self.catalog)?;
                 let (joined, rest) = join_condition(plan, bound.expr);
@@ -1240,12 +1240,11 @@ fn lookup_of(factor: &TableFactor) -> Option<String> {
     }
 }
 
-/// Makes the join `plan` (of a table joined `FOR SYSTEM_TIME AS OF`) a lookup join.
-fn lookup_join(plan: &mut Plan, relation: &TableFactor) -> Result<(), SqlError> {
+/// Makes the join `plan` (of `relation`, joined `FOR SYSTEM_TIME AS OF`) a lookup join.
+fn lookup_join(plan: &mut Plan, relation: &str) -> Result<(), SqlError> {
     let Node::Join(_, right, spec) = &mut plan.node else {
         return Ok(());
     };
-    let relation = lookup_of(relation).unwrap_or_default();
     match &right.node {
         Node::Scan(table) if table.watermark.is_some() => Err(SqlError::plan(format!(
             "`{relation}`: a temporal join on event time (a versioned table, with a WATERMARK) is not supported yet; a lookup join reads a table without one"
