@@ -26,8 +26,8 @@ use clap::Args;
 use serde::{Deserialize, Serialize};
 use spate_connectors::{CollectSink, RateSchedule, ScheduledSource, Tick};
 use spate_dataflow::{
-    AggregateFunction, AutoscaleConfig, JobConfig, OverloadPolicy, ScalingPolicy, StreamEnv,
-    TimeWindow, TumblingEventTimeWindows, WatermarkStrategy, WindowContext,
+    AggregateFunction, AutoscaleConfig, JobConfig, OutputTag, OverloadPolicy, ScalingPolicy,
+    StreamEnv, TimeWindow, TumblingEventTimeWindows, WatermarkStrategy, WindowContext,
 };
 use spate_elasticity::ds2::Ds2Config;
 use spate_elasticity::workload::Cost;
@@ -135,7 +135,8 @@ struct Probe {
     utility_n: u64,
 }
 
-/// The job of both experiments. `shed_by`: a utility to shed by.
+/// The job of both experiments, and with `shed_by` (a utility to shed by) the records it
+/// shed, from its side output.
 fn build(
     env: &StreamEnv,
     source: ScheduledSource,
@@ -143,7 +144,10 @@ fn build(
     shed_by: bool,
     probe: Arc<Mutex<Probe>>,
     started: Instant,
-) -> spate_connectors::CollectHandle<Count> {
+) -> (
+    spate_connectors::CollectHandle<Count>,
+    Option<spate_connectors::CollectHandle<Tick>>,
+) {
     let ticks = env
         .from_source(source)
         .assign_timestamps_and_watermarks(
@@ -151,10 +155,14 @@ fn build(
                 .with_timestamp_assigner(|t: &Tick, _| t.seq as i64),
         )
         .uid("ticks");
-    let ticks = if shed_by {
-        ticks.shed_by(utility).uid("shed")
+    let (ticks, shed) = if shed_by {
+        let tag = OutputTag::<Tick>::new("shed");
+        let kept = ticks.shed_by_with_side_output(utility, &tag).uid("shed");
+        let (sink, handle) = CollectSink::new();
+        kept.side_output(&tag).sink_to(sink).uid("collect-shed");
+        (kept, Some(handle))
     } else {
-        ticks
+        (ticks, None)
     };
     let (sink, handle) = CollectSink::new();
     ticks
@@ -194,7 +202,7 @@ fn build(
         .uid("count")
         .sink_to(sink)
         .uid("collect");
-    handle
+    (handle, shed)
 }
 
 /// The utility of a record under `shed_by`: its key's last two digits.
@@ -256,6 +264,8 @@ struct Experiment {
     probe: Arc<Mutex<Probe>>,
     started: Instant,
     handle: spate_connectors::CollectHandle<Count>,
+    /// With `shed_by`: the records shed, from its side output.
+    shed: Option<spate_connectors::CollectHandle<Tick>>,
     done: Arc<std::sync::atomic::AtomicBool>,
 }
 
@@ -268,13 +278,14 @@ impl Experiment {
         let slot = Arc::clone(&view);
         env.on_start(move |v| *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(v));
         let cost = Cost::wait(Duration::from_micros(cost_us));
-        let handle = build(&env, source, cost, shed_by, Arc::clone(&probe), started);
+        let (handle, shed) = build(&env, source, cost, shed_by, Arc::clone(&probe), started);
         Experiment {
             env,
             view,
             probe,
             started,
             handle,
+            shed,
             done: Arc::default(),
         }
     }
@@ -431,6 +442,7 @@ fn autoscale_run(
             max_workers: args.max_workers,
             ..Ds2Config::default()
         },
+        workers_per_process: None,
     });
     let total = schedule.records_due(schedule.length()).floor() as u64;
     let source = ScheduledSource::new(schedule.clone())
@@ -556,6 +568,11 @@ struct ShedRun {
     kept_utility: Option<f64>,
     /// The windowed count against the exact one: mean of |got − exact| / exact per window.
     count_error: f64,
+    /// With `shed_by`: the records its side output gave back (all those shed).
+    side_records: Option<u64>,
+    /// With `shed_by`: Σ over keys and windows of |exact − counted − shed to the side
+    /// output|, the records neither counted nor given back (0 when nothing is lost).
+    unaccounted: Option<u64>,
     /// Twice a second: seconds into the run, the backlog, and the shedding controller's
     /// capacity, stream load, queue load and drop fraction (rounded), to tell how a run went.
     timeline: Vec<[f64; 6]>,
@@ -638,6 +655,7 @@ fn shed_run(args: &SheddingBenchArgs, load: f64, mode: &str, utility: bool) -> R
         job.handle.clone(),
         Arc::clone(&job.done),
     );
+    let shed_handle = job.shed.clone();
     // A backpressured run would go on until its backlog is worked off: it is stopped at the
     // end of its schedule instead, as an unbounded input would never let it catch up.
     let stopper = {
@@ -683,6 +701,28 @@ fn shed_run(args: &SheddingBenchArgs, load: f64, mode: &str, utility: bool) -> R
     for c in &got {
         *seen.entry(c.start).or_insert(0) += c.count;
     }
+    // With shed_by, the records shed come back through its side output: per key and window,
+    // they and the records counted must make up every record due.
+    let (side_records, unaccounted) = match shed_handle {
+        Some(h) => {
+            let side = h.take();
+            let mut accounted: BTreeMap<(u64, i64), u64> = BTreeMap::new();
+            for c in &got {
+                *accounted.entry((c.key, c.start)).or_insert(0) += c.count;
+            }
+            for t in &side {
+                let start = t.seq as i64 / WINDOW_RECORDS * WINDOW_RECORDS;
+                *accounted.entry((t.key, start)).or_insert(0) += 1;
+            }
+            let mut off = 0u64;
+            for (k, &n) in &expected {
+                off += n.abs_diff(accounted.remove(k).unwrap_or(0));
+            }
+            off += accounted.values().sum::<u64>();
+            (Some(side.len() as u64), Some(off))
+        }
+        None => (None, None),
+    };
     let count_error = exact
         .iter()
         .map(|(w, &n)| (seen.get(w).copied().unwrap_or(0) as f64 - n as f64).abs() / n as f64)
@@ -722,6 +762,8 @@ fn shed_run(args: &SheddingBenchArgs, load: f64, mode: &str, utility: bool) -> R
         rss_mb: rss_mb(),
         kept_utility: (p.utility_n > 0).then(|| p.utility_sum / p.utility_n as f64),
         count_error,
+        side_records,
+        unaccounted,
         timeline: samples
             .iter()
             .step_by(2)

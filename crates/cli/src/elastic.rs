@@ -17,12 +17,18 @@ pub struct ElasticArgs {
     /// a final checkpoint and restores it on the new worker count.
     #[arg(long, requires = "checkpoint_dir")]
     pub autoscale: Option<ScalingPolicy>,
-    /// The fewest workers (per process) the autoscaler runs on.
+    /// The fewest workers the autoscaler runs on: per process, or in all with
+    /// `--workers-per-process`.
     #[arg(long, default_value_t = 1, requires = "autoscale")]
     pub min_workers: usize,
-    /// The most workers (per process) the autoscaler runs on.
+    /// The most workers the autoscaler runs on: per process, or in all with
+    /// `--workers-per-process`.
     #[arg(long, default_value_t = 16, requires = "autoscale")]
     pub max_workers: usize,
+    /// Scale the process count too: a decision of W workers runs as ⌈W / N⌉ processes on
+    /// this machine, of ⌈W / processes⌉ threads each.
+    #[arg(long, value_name = "N", requires = "autoscale")]
+    pub workers_per_process: Option<usize>,
     /// How long each policy window measures, such as `10s`.
     #[arg(long, default_value = "10s", value_parser = crate::util::parse_duration, requires = "autoscale")]
     pub policy_window: Duration,
@@ -44,6 +50,10 @@ pub struct ElasticArgs {
     /// With `--overload shed`: the share of the capacity the job may use (H).
     #[arg(long, default_value_t = 0.95)]
     pub headroom: f64,
+    /// With `--overload shed`: write the records shed to part files in this directory (JSON
+    /// lines, exactly once under checkpoints) instead of only counting them.
+    #[arg(long, value_name = "DIR")]
+    pub shed_output: Option<std::path::PathBuf>,
 }
 
 impl ElasticArgs {
@@ -57,6 +67,14 @@ impl ElasticArgs {
                     self.max_workers
                 );
             }
+            if self.workers_per_process == Some(0) {
+                bail!("--workers-per-process 0: need at least 1");
+            }
+            // Bounds per process, unless the process count itself scales.
+            let per = match self.workers_per_process {
+                Some(_) => 1,
+                None => config.processes,
+            };
             config.autoscale = Some(AutoscaleConfig {
                 policy,
                 window: self.policy_window,
@@ -64,11 +82,15 @@ impl ElasticArgs {
                     factor: self.autoscale_factor,
                     catch_up_secs: self.catch_up,
                     warm_up_windows: self.warm_up_windows,
-                    min_workers: self.min_workers * config.processes,
-                    max_workers: self.max_workers * config.processes,
+                    min_workers: self.min_workers * per,
+                    max_workers: self.max_workers * per,
                     ..Ds2Config::default()
                 },
+                workers_per_process: self.workers_per_process,
             });
+        }
+        if self.shed_output.is_some() && !matches!(self.overload, OverloadPolicy::Shed { .. }) {
+            bail!("--shed-output needs --overload shed");
         }
         config.overload = match self.overload {
             OverloadPolicy::Shed { .. } => OverloadPolicy::Shed {

@@ -428,6 +428,15 @@ fn run_query(args: &RunArgs) -> Result<()> {
             )
         }
     };
+    // Records shed at the source, kept in files instead of only counted.
+    let events = match &args.elastic.shed_output {
+        Some(dir) => {
+            // One line per event, its `\n` included.
+            let encoder = Arc::new(spate_nexmark::json::write_event);
+            events.shed_to(FileSink::with_encoder(dir.clone(), "jsonl", encoder))
+        }
+        None => events,
+    };
     let kafka = match args.output.as_deref().and_then(kafka_url) {
         Some(url) => {
             let url: KafkaUrl = url.parse()?;
@@ -477,6 +486,12 @@ fn run_query(args: &RunArgs) -> Result<()> {
         .unwrap_or(0);
     let dropped = result.total_of(".numRecordsDropped");
     let dead = result.total_of(".numRecordsDeadLettered");
+    let shed = result.snapshot.as_ref().map_or(0, |s| {
+        s.operators
+            .iter()
+            .map(|o| s.sum_of(o.index, "numRecordsShed"))
+            .sum::<f64>() as u64
+    });
     let rows = result
         .metrics
         .get("output.numRecordsIn")
@@ -505,6 +520,7 @@ fn run_query(args: &RunArgs) -> Result<()> {
             "rows": rows,
             "dropped": dropped,
             "dead_lettered": dead,
+            "shed": shed,
             "peak_rss_mb": rss.map(|r| (r * 10.0).round() / 10.0),
             "checkpoint_interval_ms": args
                 .checkpoint_dir
@@ -525,6 +541,9 @@ fn run_query(args: &RunArgs) -> Result<()> {
         }
         if dead > 0 {
             eprintln!("wrote {dead} malformed input records to the dead-letter file");
+        }
+        if shed > 0 {
+            eprintln!("shed {shed} events under overload");
         }
     }
     Ok(())

@@ -231,6 +231,7 @@ impl Autoscaler {
         job.observer().elastic().autoscaler = Some(AutoscalerSnapshot {
             policy: policy_name.into(),
             workers: total,
+            processes,
             min_workers: config.ds2.min_workers,
             max_workers: config.ds2.max_workers,
             window_ms: config.window.as_millis() as u64,
@@ -245,7 +246,7 @@ impl Autoscaler {
 fn run(
     config: AutoscaleConfig,
     mut total: usize,
-    processes: usize,
+    mut processes: usize,
     job: Arc<dyn Scaled>,
     done: Arc<AtomicBool>,
 ) {
@@ -336,17 +337,23 @@ fn run(
         let Some((to, reason, operators)) = decided else {
             continue;
         };
-        let per_process = to.div_ceil(processes);
-        let applied_total = per_process * processes;
+        let (to_processes, per_process) = config.layout(to, processes);
+        let applied_total = per_process * to_processes;
         tracing::info!(
             from = total,
             to = applied_total,
+            from_processes = processes,
+            to_processes,
             window = windows,
             %reason,
             operators = ?operators,
             "autoscaler: rescaling"
         );
-        if !observer.request_rescale(per_process) {
+        let rescale = crate::view::Rescale {
+            processes: to_processes,
+            workers: per_process,
+        };
+        if !observer.request_rescale(rescale) {
             continue;
         }
         if let Some(a) = observer.elastic().autoscaler.as_mut() {
@@ -356,6 +363,8 @@ fn run(
                 window: windows,
                 from_workers: total,
                 to_workers: applied_total,
+                from_processes: processes,
+                to_processes,
                 reason,
                 operators,
             });
@@ -364,6 +373,7 @@ fn run(
             }
         }
         total = applied_total;
+        processes = to_processes;
         match &mut policy {
             Policy::Ds2(m) => m.applied(total),
             Policy::Threshold(t) => t.applied(total),

@@ -20,8 +20,8 @@ use std::time::Duration;
 use spate_types::{SpateError, SpateResult};
 
 use crate::config::{
-    JobConfig, LaunchCommand, RestartStrategy, ENV_ADDRESSES, ENV_PROCESS_INDEX, ENV_RESTORE,
-    ENV_SUPERVISED, ENV_WORKERS,
+    JobConfig, LaunchCommand, RestartStrategy, ENV_ADDRESSES, ENV_PROCESSES, ENV_PROCESS_INDEX,
+    ENV_RESTORE, ENV_SUPERVISED, ENV_WORKERS,
 };
 use crate::execute::RunningJob;
 
@@ -32,6 +32,7 @@ pub(crate) fn supervise(
     config: &JobConfig,
     running: &RunningJob,
     observer: &crate::view::Observer,
+    hub: &crate::report::Hub,
     env: &[(&str, String)],
 ) -> SpateResult<u64> {
     let mut restarts = 0u64;
@@ -51,20 +52,26 @@ pub(crate) fn supervise(
         None => 0,
     };
     let mut restore = config.restore.clone();
-    let mut workers = config.workers;
+    let mut layout = crate::view::Rescale {
+        processes: config.processes,
+        workers: config.workers,
+    };
     loop {
         let started = std::time::Instant::now();
         observer.supervising();
-        let failure = match run_once(config, workers, restore.as_deref(), running, observer, env)? {
+        let run = run_once(config, layout, restore.as_deref(), running, observer, env)?;
+        let failure = match run {
             None if !running.stop_requested() && observer.rescale_pending() => {
                 // The processes stopped with a final checkpoint for a rescale: start them
                 // again from it on the new count.
-                workers = observer.take_rescale().expect("a rescale is pending");
+                layout = observer.take_rescale().expect("a rescale is pending");
                 restore = Some("latest".to_owned());
-                observer.rescaling(workers * config.processes);
+                // Processes beyond the new count report no more.
+                hub.keep_processes(layout.processes);
+                observer.rescaling(layout);
                 tracing::info!(
-                    workers,
-                    processes = config.processes,
+                    workers = layout.workers,
+                    processes = layout.processes,
                     "autoscaler: restarting the processes on the new worker count"
                 );
                 continue;
@@ -108,14 +115,15 @@ pub(crate) fn newest_complete(storage: &spate_checkpoint::CheckpointStorage) -> 
 /// (the others are killed).
 fn run_once(
     config: &JobConfig,
-    workers: usize,
+    layout: crate::view::Rescale,
     restore: Option<&str>,
     running: &RunningJob,
     observer: &crate::view::Observer,
     env: &[(&str, String)],
 ) -> SpateResult<Option<SpateError>> {
+    let processes = layout.processes;
     let addresses = if config.addresses.is_empty() {
-        free_local_addresses(config.processes)?
+        free_local_addresses(processes)?
     } else {
         config.addresses.clone()
     };
@@ -123,10 +131,9 @@ fn run_once(
         Some(launch) => launch.clone(),
         None => LaunchCommand::current()?,
     };
-    let mut children: Vec<Option<Child>> = Vec::with_capacity(config.processes);
-    for index in 0..config.processes {
-        let mut command =
-            process_command(&launch, config, workers, index, &addresses, restore, env);
+    let mut children: Vec<Option<Child>> = Vec::with_capacity(processes);
+    for index in 0..processes {
+        let mut command = process_command(&launch, layout, index, &addresses, restore, env);
         match command.spawn() {
             Ok(child) => children.push(Some(child)),
             Err(e) => {
@@ -138,7 +145,7 @@ fn run_once(
             }
         }
     }
-    tracing::info!(processes = config.processes, addresses = %addresses.join(","), "started processes");
+    tracing::info!(processes, addresses = %addresses.join(","), "started processes");
     let mut forwarded_stop = false;
     loop {
         // A rescale stops the processes as a signal does: with a final checkpoint.
@@ -158,8 +165,7 @@ fn run_once(
                     children[index] = None;
                     kill_all(&mut children);
                     return Ok(Some(SpateError::Execution(format!(
-                        "process {index} of {} exited with {status}; stopped the others",
-                        config.processes
+                        "process {index} of {processes} exited with {status}; stopped the others"
                     ))));
                 }
                 Err(e) => {
@@ -182,8 +188,7 @@ fn run_once(
 /// place for the process in its environment.
 fn process_command(
     launch: &LaunchCommand,
-    config: &JobConfig,
-    workers: usize,
+    layout: crate::view::Rescale,
     index: usize,
     addresses: &[String],
     restore: Option<&str>,
@@ -194,11 +199,12 @@ fn process_command(
         .args(&launch.args)
         .env(ENV_SUPERVISED, "1")
         .env(ENV_RESTORE, restore.unwrap_or("none"))
-        .env(ENV_WORKERS, workers.to_string());
+        .env(ENV_WORKERS, layout.workers.to_string())
+        .env(ENV_PROCESSES, layout.processes.to_string());
     for (k, v) in env {
         command.env(k, v);
     }
-    if config.processes > 1 {
+    if layout.processes > 1 {
         command
             .env(ENV_PROCESS_INDEX, index.to_string())
             .env(ENV_ADDRESSES, addresses.join(","));

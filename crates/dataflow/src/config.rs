@@ -104,6 +104,11 @@ pub struct AutoscaleConfig {
     /// DS2's settings, and the bounds (total workers over all processes) and warm-up that
     /// every policy keeps.
     pub ds2: spate_elasticity::ds2::Ds2Config,
+    /// With `Some(n)`, the process count scales too: a decision of `W` workers runs as
+    /// `⌈W / n⌉` processes of `⌈W / processes⌉` threads each (a supervised job whose
+    /// processes the supervisor starts on this machine). `None`: the processes stay as
+    /// configured and only their threads change.
+    pub workers_per_process: Option<usize>,
 }
 
 impl Default for AutoscaleConfig {
@@ -112,7 +117,20 @@ impl Default for AutoscaleConfig {
             policy: ScalingPolicy::Ds2,
             window: Duration::from_secs(10),
             ds2: spate_elasticity::ds2::Ds2Config::default(),
+            workers_per_process: None,
         }
+    }
+}
+
+impl AutoscaleConfig {
+    /// How a decision of `total` workers runs on a job of `processes` processes now:
+    /// `(processes, threads per process)`.
+    pub fn layout(&self, total: usize, processes: usize) -> (usize, usize) {
+        let processes = match self.workers_per_process {
+            Some(n) => total.div_ceil(n.max(1)).max(1),
+            None => processes.max(1),
+        };
+        (processes, total.div_ceil(processes).max(1))
     }
 }
 
@@ -392,6 +410,8 @@ pub(crate) const ENV_SUPERVISED: &str = "SPATE_SUPERVISED";
 pub(crate) const ENV_RESTORE: &str = "SPATE_RESTORE";
 /// The worker threads of a process that an autoscaler's supervisor restarted on a new count.
 pub(crate) const ENV_WORKERS: &str = "SPATE_WORKERS";
+/// The job's process count, when its supervisor scales the processes.
+pub(crate) const ENV_PROCESSES: &str = "SPATE_PROCESSES";
 
 impl JobConfig {
     /// A configuration with `workers` threads in one process.
@@ -486,6 +506,26 @@ impl JobConfig {
                     d.max_workers, self.max_parallelism
                 ));
             }
+            if let Some(n) = a.workers_per_process {
+                if n == 0 {
+                    return bad("autoscaling with 0 workers per process".into());
+                }
+                // A supervised process gets its addresses from its supervisor.
+                if !self.addresses.is_empty() && !self.supervised {
+                    return bad(
+                        "autoscaling the process count needs processes the supervisor starts \
+                         on this machine, not --addresses"
+                            .into(),
+                    );
+                }
+                if self.processes == 1 && !self.supervise_single_process && !self.supervised {
+                    return bad(
+                        "autoscaling the process count needs a supervised job: one started by \
+                         the CLI, or with more than one process"
+                            .into(),
+                    );
+                }
+            }
             if a.window < Duration::from_secs(1) {
                 return bad("the autoscaling policy window must be at least 1 s".into());
             }
@@ -531,6 +571,11 @@ impl JobConfig {
         }
         if let Ok(restore) = std::env::var(ENV_RESTORE) {
             self.restore = (restore != "none").then_some(restore);
+        }
+        if let Ok(processes) = std::env::var(ENV_PROCESSES) {
+            self.processes = processes.parse().map_err(|_| {
+                SpateError::Config(format!("{ENV_PROCESSES}={processes} is not a number"))
+            })?;
         }
         if let Ok(workers) = std::env::var(ENV_WORKERS) {
             self.workers = workers.parse().map_err(|_| {
@@ -585,5 +630,51 @@ impl JobConfig {
             && self.process_index.is_none()
             && (self.processes > 1
                 || (self.checkpoint_dir.is_some() && self.supervise_single_process))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_decision_keeps_the_processes_unless_they_scale_too() {
+        let fixed = AutoscaleConfig::default();
+        assert_eq!(fixed.layout(5, 2), (2, 3), "two processes of three threads");
+        assert_eq!(fixed.layout(1, 1), (1, 1));
+        let scaled = AutoscaleConfig {
+            workers_per_process: Some(2),
+            ..AutoscaleConfig::default()
+        };
+        assert_eq!(scaled.layout(1, 3), (1, 1), "down to one process");
+        assert_eq!(scaled.layout(4, 1), (2, 2));
+        assert_eq!(
+            scaled.layout(5, 1),
+            (3, 2),
+            "⌈5 / 2⌉ processes, ⌈5 / 3⌉ threads"
+        );
+        let single = AutoscaleConfig {
+            workers_per_process: Some(1),
+            ..AutoscaleConfig::default()
+        };
+        assert_eq!(single.layout(3, 1), (3, 1));
+    }
+
+    #[test]
+    fn scaling_processes_needs_a_supervisor_that_starts_them() {
+        let mut config = JobConfig::local(1);
+        config.checkpoint_dir = Some("/tmp/ckpt".into());
+        config.autoscale = Some(AutoscaleConfig {
+            workers_per_process: Some(1),
+            ..AutoscaleConfig::default()
+        });
+        let err = config.validate().unwrap_err().to_string();
+        assert!(err.contains("needs a supervised job"), "{err}");
+        config.supervise_single_process = true;
+        config.validate().unwrap();
+        config.processes = 2;
+        config.addresses = vec!["127.0.0.1:1".into(), "127.0.0.1:2".into()];
+        let err = config.validate().unwrap_err().to_string();
+        assert!(err.contains("not --addresses"), "{err}");
     }
 }

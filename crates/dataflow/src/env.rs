@@ -167,17 +167,27 @@ impl StreamEnv {
     pub fn from_source_arc<T: Data>(&self, source: Arc<dyn Source<T>>) -> DataStream<T> {
         let op = format!("source:{}", source.name());
         let slot: StrategySlot = Arc::new(Mutex::new(None));
+        let shed_slot: StrategySlot = Arc::new(Mutex::new(None));
         let strategy = Arc::clone(&slot);
+        let shed = Arc::clone(&shed_slot);
         let builder: crate::plan::Builder = Arc::new(move |ctx, _inputs, name| {
             let strategy = strategy
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .as_ref()
                 .and_then(|s| s.downcast_ref::<WatermarkStrategy<T>>().cloned());
-            Some(ErasedStream::new(ctx.add_source(name, &source, strategy)))
+            let shed = shed
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .as_ref()
+                .and_then(|s| s.downcast_ref::<Arc<dyn spate_types::Sink<T>>>().cloned());
+            Some(ErasedStream::new(
+                ctx.add_source(name, &source, strategy, shed),
+            ))
         });
         let node = add_node(&self.plan, &op, NodeKind::Source, vec![], "none", builder);
         self.plan.borrow_mut().nodes[node].source_strategy = Some(slot);
+        self.plan.borrow_mut().nodes[node].source_shed = Some(shed_slot);
         let stream = DataStream::from_node(Rc::clone(&self.plan), node);
         // Source names default to a short, stable form: `<name>-<id>`.
         let short = source_short_name(&op, node);
@@ -249,7 +259,7 @@ impl StreamEnv {
                 crate::autoscale::Autoscaler::start(a, config.workers, config.processes, job)
             });
             // A stop asked for through the view reaches the processes as a signal would.
-            let supervised = cluster::supervise(&config, &running, &observer, &env);
+            let supervised = cluster::supervise(&config, &running, &observer, &hub, &env);
             // The processes' last reports arrive as they exit.
             hub.wait_for_last_reports(Duration::from_secs(5));
             let restarts = match supervised {
@@ -346,10 +356,12 @@ impl StreamEnv {
                 Ok(_) if !running.stop_requested() && observer.rescale_pending() => {
                     // The run stopped with a final checkpoint for a rescale: run again from
                     // it on the new count.
-                    let workers = observer.take_rescale().expect("a rescale is pending");
+                    // An embedded job keeps its one process (`validate` refuses to scale it).
+                    let to = observer.take_rescale().expect("a rescale is pending");
+                    let workers = to.workers;
                     config.workers = workers;
                     config.restore = Some("latest".to_owned());
-                    observer.rescaling(config.total_workers());
+                    observer.rescaling(to);
                     tracing::info!(
                         workers,
                         "autoscaler: restoring the final checkpoint on the new worker count"

@@ -418,6 +418,7 @@ impl<'s> BuildCtx<'s> {
         name: &str,
         source: &Arc<dyn Source<T>>,
         strategy: Option<WatermarkStrategy<T>>,
+        shed_sink: Option<Arc<dyn Sink<T>>>,
     ) -> Flow<'s, T> {
         let ctx = SourceContext {
             worker_index: self.index(),
@@ -451,6 +452,18 @@ impl<'s> BuildCtx<'s> {
             }
             None => None,
         };
+        // The records shed here go to the source's shed sink, if it has one.
+        let shed_input = shed_sink.map(|sink| {
+            let mut shed_input = InputHandleVec::<Epoch, (Timestamp, T)>::new();
+            let shed = Flow {
+                data: shed_input.to_stream(self.scope),
+                wm: wm_stream.clone(),
+            };
+            let id = format!("{}.shed", self.uid);
+            let input = SinkInput::Forward(Chain::of(shed));
+            self.add_sink_as(&format!("{name}.shed"), &id, input, &sink);
+            shed_input
+        });
         let records_out = self
             .shared
             .metrics
@@ -467,6 +480,7 @@ impl<'s> BuildCtx<'s> {
             marks: Vec::new(),
             stamped: Vec::new(),
             dead_letter_input: dead_letters,
+            shed_input,
             buffer: Vec::new(),
             dead_letters: Vec::new(),
             dropped: 0,
@@ -803,6 +817,8 @@ struct TypedDriver<T: spate_types::Data> {
     marks: Vec<SplitMark>,
     stamped: Vec<(Timestamp, T)>,
     dead_letter_input: Option<InputHandleVec<Epoch, (Timestamp, DeadLetter)>>,
+    /// Where the records shed here go, when the source has a shed sink.
+    shed_input: Option<InputHandleVec<Epoch, (Timestamp, T)>>,
     buffer: Vec<T>,
     dead_letters: Vec<DeadLetter>,
     dropped: u64,
@@ -857,9 +873,22 @@ impl<T: spate_types::Data> SourceDriver for TypedDriver<T> {
                 let fraction = control.fraction(*node);
                 if fraction > 0.0 {
                     dropper.set_fraction(fraction);
-                    self.stamped.retain(|_| dropper.keep());
-                    let shed = n - self.stamped.len();
-                    crate::metrics::add(&self.cells.shed, shed as u64);
+                    match self.shed_input.as_mut() {
+                        Some(side) => {
+                            let (kept, mut shed): (Vec<_>, Vec<_>) =
+                                self.stamped.drain(..).partition(|_| dropper.keep());
+                            self.stamped = kept;
+                            crate::metrics::add(&self.cells.shed, shed.len() as u64);
+                            if !shed.is_empty() {
+                                side.send_batch(&mut shed);
+                            }
+                        }
+                        None => {
+                            self.stamped.retain(|_| dropper.keep());
+                            let shed = n - self.stamped.len();
+                            crate::metrics::add(&self.cells.shed, shed as u64);
+                        }
+                    }
                 }
             }
             self.cells.count_out(self.stamped.len());
@@ -979,12 +1008,16 @@ impl<T: spate_types::Data> SourceDriver for TypedDriver<T> {
         if let Some(dl) = self.dead_letter_input.as_mut() {
             dl.advance_to(epoch);
         }
+        if let Some(shed) = self.shed_input.as_mut() {
+            shed.advance_to(epoch);
+        }
     }
 
     fn close(&mut self) {
         self.input = None;
         self.wm_input = None;
         self.dead_letter_input = None;
+        self.shed_input = None;
     }
 
     fn is_finished(&self) -> bool {

@@ -497,7 +497,7 @@ fn fail_with(shared: &JobShared, operator: &str, e: &FunctionError) {
 /// epochs on the main output and on each side output the job reads (see [`crate::side`]);
 /// the watermark passes through unchanged and is read (once the records before it have
 /// arrived) for `current_watermark`. Returns the main output, with the side outputs.
-fn build_process<'s, I: Data, O: Clone + 'static, F: ProcessFunction<I, O>>(
+pub(crate) fn build_process<'s, I: Data, O: Clone + 'static, F: ProcessFunction<I, O>>(
     ctx: &mut BuildCtx<'s>,
     input: Flow<'s, I>,
     f: F,

@@ -254,6 +254,9 @@ pub struct Node {
     /// For a source: the watermark strategy its readers apply per split, once set by
     /// `assign_timestamps_and_watermarks` (a `WatermarkStrategy<T>` behind `Any`).
     pub(crate) source_strategy: Option<StrategySlot>,
+    /// For a source: the sink of the records load shedding drops there, once set by
+    /// `shed_to` (an `Arc<dyn Sink<T>>` behind `Any`).
+    pub(crate) source_shed: Option<StrategySlot>,
     /// How the node may chain with its neighbours (Flink's `disableChaining` and
     /// `startNewChain`).
     pub chaining: Chaining,

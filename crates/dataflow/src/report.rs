@@ -148,6 +148,23 @@ impl Hub {
         }
     }
 
+    /// Forgets the processes from index `processes` on: a rescale to fewer processes ended
+    /// them, so their last reports are no part of the job any more.
+    pub(crate) fn keep_processes(&self, processes: usize) {
+        self.reports
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|p, _| *p < processes);
+        self.writers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|p, _| *p < processes);
+        self.ended
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|p| *p < processes);
+    }
+
     /// Waits (at most `limit`) until every process that connected has sent its last report.
     pub(crate) fn wait_for_last_reports(&self, limit: Duration) {
         let start = std::time::Instant::now();

@@ -33,7 +33,13 @@ use std::time::Duration;
 use spate_elasticity::shedding::{plan, OperatorLoad, ShedConfig};
 use spate_metrics::{JobSnapshot, SheddingSnapshot};
 
+use spate_types::Data;
+
 use crate::controller::ControllerThread;
+use crate::function::{FunctionResult, ProcessFunction, ProcessFunctionContext};
+use crate::metrics::Cells;
+use crate::process::OutputTag;
+use crate::stream::DataStream;
 use crate::view::Observer;
 
 /// How often the controller recomputes the drop fractions.
@@ -92,6 +98,117 @@ pub(crate) fn places(plan: &crate::plan::Plan) -> Vec<usize> {
 
 /// The plan op of [`DataStream::shed_by`](crate::DataStream::shed_by).
 pub(crate) const SHED_BY: &str = "shed_by";
+
+impl<T: Data> DataStream<T> {
+    /// On a source's stream: the records that load shedding drops at this source go to
+    /// `sink` rather than nowhere (a job without [`DataStream::shed_by`] sheds at its
+    /// sources, at random). They are still counted (`numRecordsShed`); the sink is part of
+    /// the source's checkpoints (uid `<source uid>.shed`), so an exactly-once sink holds
+    /// every record shed exactly once through failures.
+    ///
+    /// # Panics
+    /// If this stream is not a source's.
+    pub fn shed_to(self, sink: impl spate_types::Sink<T>) -> Self {
+        let sink: Arc<dyn spate_types::Sink<T>> = Arc::new(sink);
+        {
+            let plan = self.plan.borrow();
+            let node = &plan.nodes[self.node];
+            let slot = node
+                .source_shed
+                .as_ref()
+                .filter(|_| node.kind == crate::plan::NodeKind::Source)
+                .unwrap_or_else(|| panic!("shed_to: `{}` is not a source", node.name));
+            *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(sink));
+        }
+        self
+    }
+
+    /// [`DataStream::shed_by`], with every record it sheds emitted to the side output `tag`
+    /// instead of dropped: read them with [`DataStream::side_output`] on the result. The
+    /// records shed are still counted (`numRecordsShed`); the side output and what reads it
+    /// are not part of the load that shedding saves, so keep them cheap (a file sink).
+    ///
+    /// A job that wants its random drops kept too uses a constant utility here, right after
+    /// its source: among records of equal utility, which are dropped is random.
+    ///
+    /// ```
+    /// use spate_dataflow::{DataStream, OutputTag};
+    ///
+    /// /// Keeps the dearest bids under overload; the others go to `shed`.
+    /// fn dearest(bids: DataStream<u64>) -> (DataStream<u64>, DataStream<u64>) {
+    ///     let shed = OutputTag::<u64>::new("shed-bids");
+    ///     let kept = bids.shed_by_with_side_output(|price| *price as f64, &shed);
+    ///     let dropped = kept.side_output(&shed);
+    ///     (kept, dropped)
+    /// }
+    /// ```
+    pub fn shed_by_with_side_output(
+        &self,
+        utility: impl Fn(&T) -> f64 + Send + Sync + 'static,
+        tag: &OutputTag<T>,
+    ) -> DataStream<T> {
+        let utility: Arc<dyn Fn(&T) -> f64 + Send + Sync> = Arc::new(utility);
+        let tag = tag.clone();
+        self.process_node(SHED_BY, "forward", move |ctx, input, name| {
+            let f = ShedToSide {
+                control: ctx.shared().shedding.clone(),
+                node: ctx.node,
+                cells: ctx.cells(),
+                dropper: spate_elasticity::shedding::UtilityDropper::new(
+                    (ctx.index() as u64) << 32 | ctx.node as u64,
+                ),
+                utility: Arc::clone(&utility),
+                tag: tag.clone(),
+            };
+            crate::function::build_process(ctx, input, f, name)
+        })
+    }
+}
+
+/// A semantic drop whose shed records go to a side output.
+struct ShedToSide<T> {
+    control: Option<Arc<ShedControl>>,
+    node: usize,
+    cells: Arc<Cells>,
+    dropper: spate_elasticity::shedding::UtilityDropper,
+    utility: Arc<dyn Fn(&T) -> f64 + Send + Sync>,
+    tag: OutputTag<T>,
+}
+
+impl<T> Clone for ShedToSide<T> {
+    fn clone(&self) -> Self {
+        ShedToSide {
+            control: self.control.clone(),
+            node: self.node,
+            cells: Arc::clone(&self.cells),
+            dropper: self.dropper.clone(),
+            utility: Arc::clone(&self.utility),
+            tag: self.tag.clone(),
+        }
+    }
+}
+
+impl<T: Data> ProcessFunction<T, T> for ShedToSide<T> {
+    fn process_element(
+        &mut self,
+        value: T,
+        ctx: &mut ProcessFunctionContext<'_, T>,
+    ) -> FunctionResult {
+        let Some(control) = &self.control else {
+            ctx.collect(value);
+            return Ok(());
+        };
+        self.dropper.set_fraction(control.fraction(self.node));
+        // Every record's utility feeds the threshold, shed or not.
+        if self.dropper.keep((self.utility)(&value)) {
+            ctx.collect(value);
+        } else {
+            crate::metrics::add(&self.cells.shed, 1);
+            ctx.output(&self.tag, value);
+        }
+        Ok(())
+    }
+}
 
 /// The load-shedding controller of one process, on a thread of its own.
 pub(crate) struct Shedder;
@@ -155,16 +272,22 @@ pub(crate) fn measure(
         return None;
     }
     let n = after.operators.len();
+    // A place's side output of shed records, and what reads it, get more to do the more is
+    // shed: no part of the load that shedding saves.
+    let shed_side = |op: &spate_metrics::OperatorInfo| {
+        op.kind == "side" && op.inputs.iter().any(|e| places.contains(&e.from))
+    };
     // Which operators are downstream of a place (their load is what shedding saves).
     let mut downstream = vec![false; n];
     for op in &after.operators {
-        downstream[op.index] = op
-            .inputs
-            .iter()
-            .any(|e| places.contains(&e.from) || downstream[e.from]);
+        downstream[op.index] = !shed_side(op)
+            && op
+                .inputs
+                .iter()
+                .any(|e| places.contains(&e.from) || downstream[e.from]);
     }
     let mut consumers: Vec<Vec<usize>> = vec![Vec::new(); n];
-    for op in &after.operators {
+    for op in after.operators.iter().filter(|op| !shed_side(op)) {
         for e in &op.inputs {
             consumers[e.from].push(op.index);
         }

@@ -59,6 +59,7 @@ pub(crate) fn add_node(
         edge,
         builder,
         source_strategy: None,
+        source_shed: None,
         chaining: Chaining::Default,
         chain_in: false,
         chain_out: false,

@@ -160,8 +160,17 @@ pub(crate) struct Elastic {
     pub(crate) autoscaler: Option<spate_metrics::AutoscalerSnapshot>,
     /// Load shedding's latest model and fractions.
     pub(crate) shedding: Option<spate_metrics::SheddingSnapshot>,
-    /// A decision not yet applied: the workers per process to run on next.
-    pub(crate) rescale_to: Option<usize>,
+    /// A decision not yet applied: the layout to run on next.
+    pub(crate) rescale_to: Option<Rescale>,
+}
+
+/// Where an autoscaler's decision runs the job next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Rescale {
+    /// The processes (the same as now unless the autoscaler scales processes).
+    pub(crate) processes: usize,
+    /// The worker threads of each process.
+    pub(crate) workers: usize,
 }
 
 /// The subtasks, workers, checkpoints in progress and process of a snapshot.
@@ -318,14 +327,14 @@ impl Observer {
         self.elastic.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// An autoscaler decided to run on `workers` per process: the current run stops with a
-    /// final checkpoint (as a stop does, without draining), and the job restores it on the
-    /// new count. Ignored while the job is stopping or canceled.
-    pub(crate) fn request_rescale(&self, workers: usize) -> bool {
+    /// An autoscaler decided to run on `to`: the current run stops with a final checkpoint
+    /// (as a stop does, without draining), and the job restores it on the new count.
+    /// Ignored while the job is stopping or canceled.
+    pub(crate) fn request_rescale(&self, to: Rescale) -> bool {
         if self.canceled() || self.lock_stop().is_some() || self.stop.load(Ordering::Relaxed) {
             return false;
         }
-        self.elastic().rescale_to = Some(workers);
+        self.elastic().rescale_to = Some(to);
         self.stop.store(true, Ordering::SeqCst);
         true
     }
@@ -337,7 +346,7 @@ impl Observer {
 
     /// The rescale asked for, if any (taken: the caller applies it). Clears the stop that
     /// ended the run for it.
-    pub(crate) fn take_rescale(&self) -> Option<usize> {
+    pub(crate) fn take_rescale(&self) -> Option<Rescale> {
         let to = self.elastic().rescale_to.take();
         if to.is_some() {
             self.stop.store(false, Ordering::SeqCst);
@@ -346,10 +355,12 @@ impl Observer {
     }
 
     /// The job restarts on `total` workers to apply a rescale.
-    pub(crate) fn rescaling(&self, total: usize) {
+    pub(crate) fn rescaling(&self, to: Rescale) {
+        let total = to.processes * to.workers;
         self.parallelism.store(total, Ordering::Relaxed);
         if let Some(a) = self.elastic().autoscaler.as_mut() {
             a.workers = total;
+            a.processes = to.processes;
         }
         self.set_state(JobState::Restarting);
     }

@@ -312,6 +312,12 @@ pub struct ScalingDecisionRecord {
     pub from_workers: usize,
     /// The worker count it asked for.
     pub to_workers: usize,
+    /// The process count before.
+    #[serde(default)]
+    pub from_processes: usize,
+    /// The process count it asked for (the same unless the autoscaler scales processes).
+    #[serde(default)]
+    pub to_processes: usize,
     /// Why, in one line.
     pub reason: String,
     /// The per-operator estimate it was derived from.
@@ -325,6 +331,9 @@ pub struct AutoscalerSnapshot {
     pub policy: String,
     /// The workers the job runs on now.
     pub workers: usize,
+    /// The processes the job runs on now.
+    #[serde(default)]
+    pub processes: usize,
     /// The bounds it scales within.
     pub min_workers: usize,
     /// See `min_workers`.

@@ -362,13 +362,15 @@ function renderAutoscaler(d) {
     table("autoscaler", [["decision"]], [], "the job runs on a fixed worker count (start it with --autoscale ds2)");
     return;
   }
-  replace("autoscaler-summary", `${a.policy} · ${a.workers} workers (${a.minWorkers}–${a.maxWorkers}) · estimate ${a.estimateWorkers} · ${a.windows} windows · ${a.numDecisions} decisions`);
-  table("autoscaler", [["when"], ["window", "n"], ["from", "n"], ["to", "n"], ["why"]],
+  const procs = (n) => `${n} process${n === 1 ? "" : "es"}`;
+  replace("autoscaler-summary", `${a.policy} · ${a.workers} workers (${a.minWorkers}–${a.maxWorkers}) · estimate ${a.estimateWorkers} · ${a.windows} windows · ${a.numDecisions} decisions · ${procs(a.processes)}`);
+  table("autoscaler", [["when"], ["window", "n"], ["from", "n"], ["to", "n"], ["processes", "n"], ["why"]],
     a.decisions.map((x) => el("tr", { class: "decision" },
       el("td", { text: fmtTime(x.timestamp).slice(11) }),
       el("td", { class: "n", text: x.window }),
       el("td", { class: "n", text: x.from }),
       el("td", { class: "n", text: x.to }),
+      el("td", { class: "n", text: x.fromProcesses === x.toProcesses ? `${x.toProcesses}` : `${x.fromProcesses} → ${x.toProcesses}` }),
       el("td", { text: x.reason }))),
     "no decision yet");
 }

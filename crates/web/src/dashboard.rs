@@ -203,6 +203,7 @@ pub fn dashboard(snap: &JobSnapshot) -> Value {
         "autoscaler": snap.autoscaler.as_ref().map(|a| json!({
             "policy": a.policy,
             "workers": a.workers,
+            "processes": a.processes,
             "minWorkers": a.min_workers,
             "maxWorkers": a.max_workers,
             "windows": a.windows,
@@ -215,7 +216,8 @@ pub fn dashboard(snap: &JobSnapshot) -> Value {
             })).collect::<Vec<_>>(),
             "decisions": a.decisions.iter().rev().take(10).map(|d| json!({
                 "timestamp": d.timestamp, "window": d.window, "from": d.from_workers,
-                "to": d.to_workers, "reason": d.reason,
+                "to": d.to_workers, "fromProcesses": d.from_processes,
+                "toProcesses": d.to_processes, "reason": d.reason,
             })).collect::<Vec<_>>(),
         })),
         "shedding": snap.shedding.as_ref().map(|s| json!({

@@ -139,5 +139,10 @@ fn shedding_bounds_latency_at_overload_and_counts_what_it_drops() {
     assert_eq!(pushed["shed"], 0);
     // Semantic drops keep the records of highest utility (random drops keep the mean, 49.5).
     assert!(f(utility, "kept_utility") > 60.0, "{utility}");
+    // Its shed records go to a side output: every one of them, and with the records
+    // counted they are every record due, per key and window.
+    assert!(f(utility, "shed") > 0.0, "{utility}");
+    assert_eq!(utility["side_records"], utility["shed"], "{utility}");
+    assert_eq!(utility["unaccounted"], 0, "{utility}");
     assert!((f(shed, "kept_utility") - 49.5).abs() < 3.0, "{shed}");
 }

@@ -139,6 +139,7 @@ pub(crate) fn check_claims(
     for id in claims {
         claimed.insert(sanitize(id));
         claimed.insert(sanitize(&format!("{id}.dead-letters")));
+        claimed.insert(sanitize(&format!("{id}.shed")));
     }
     let unclaimed: Vec<String> = snapshot_ids(r)?
         .into_iter()

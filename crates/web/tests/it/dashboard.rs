@@ -140,6 +140,7 @@ fn the_dashboard_shows_the_graph_and_numbers_in_chromium() {
         "the scaling decision is listed"
     );
     assert!(dom.contains("ds2 · 2 workers (1–8) · estimate 3"), "{dom}");
+    assert!(dom.contains("1 decisions · 1 process<"), "{dom}");
     assert!(dom.contains("\"shed-count\">1234<"), "records shed");
     assert!(
         dom.contains("\"shed-fraction\">39.0%<"),

@@ -265,6 +265,7 @@ pub fn snapshot() -> JobSnapshot {
         autoscaler: Some(spate_metrics::AutoscalerSnapshot {
             policy: "ds2".into(),
             workers: 2,
+            processes: 1,
             min_workers: 1,
             max_workers: 8,
             window_ms: 10_000,
@@ -284,6 +285,8 @@ pub fn snapshot() -> JobSnapshot {
                 window: 5,
                 from_workers: 1,
                 to_workers: 2,
+                from_processes: 1,
+                to_processes: 1,
                 reason: "operators need 1.6 workers of busy time".into(),
                 operators: Vec::new(),
             }],
