@@ -125,11 +125,11 @@ impl AggregateFunction<Tick> for CountAgg {
 /// Records per window of the count (one record per ms of event time).
 const WINDOW_RECORDS: i64 = 10_000;
 
-/// Latency samples (ms since the record was due) and utilities seen after the costly
+/// Latency samples (µs since the record was due) and utilities seen after the costly
 /// operator.
 #[derive(Debug, Default)]
 struct Probe {
-    /// (ms since the run started, latency ms), one in 8 records.
+    /// (ms since the run started, latency µs), one in 8 records.
     latencies: Vec<(u32, u32)>,
     utility_sum: f64,
     utility_n: u64,
@@ -148,6 +148,7 @@ fn build(
     spate_connectors::CollectHandle<Count>,
     Option<spate_connectors::CollectHandle<Tick>>,
 ) {
+    let schedule = source.schedule().clone();
     let ticks = env
         .from_source(source)
         .assign_timestamps_and_watermarks(
@@ -170,12 +171,13 @@ fn build(
             cost.spend(batch.len());
             let now = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_millis() as i64);
+                .map_or(0, |d| d.as_micros() as i64);
             let t = started.elapsed().as_millis() as u32;
             let mut p = probe.lock().unwrap_or_else(|p| p.into_inner());
             for (i, (_, tick)) in batch.iter().enumerate() {
                 if (tick.seq + i as u64) % 8 == 0 {
-                    p.latencies.push((t, (now - tick.due_ms).max(0) as u32));
+                    let latency = (now - due_us(&schedule, tick)).clamp(0, u32::MAX as i64);
+                    p.latencies.push((t, latency as u32));
                 }
                 p.utility_sum += utility(tick);
                 p.utility_n += 1;
@@ -220,12 +222,24 @@ fn oracle(source: &ScheduledSource, total: u64) -> BTreeMap<(u64, i64), u64> {
     counts
 }
 
+/// When `tick` came due, in µs since the Unix epoch: its `due_ms` holds whole milliseconds
+/// (the schedule's anchor plus the record's offset, rounded down), the schedule the offset to
+/// the microsecond, so that a latency of 2 ms is not read as anything from 1 to 3.
+fn due_us(schedule: &RateSchedule, tick: &Tick) -> i64 {
+    let offset = schedule
+        .time_of(tick.seq)
+        .map_or(0, |d| (d.as_secs_f64() * 1e6).round() as i64);
+    let anchor_ms = tick.due_ms - offset.div_euclid(1000);
+    anchor_ms * 1000 + offset
+}
+
+/// The 99th percentile of latencies in µs, in ms.
 fn p99(mut xs: Vec<u32>) -> Option<f64> {
     if xs.is_empty() {
         return None;
     }
     xs.sort_unstable();
-    Some(xs[(xs.len() - 1) * 99 / 100] as f64)
+    Some(f64::from(xs[(xs.len() - 1) * 99 / 100]) / 1000.0)
 }
 
 /// One sample of a running job.
