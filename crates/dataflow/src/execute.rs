@@ -930,22 +930,20 @@ impl<T: spate_types::Data> SourceDriver for TypedDriver<T> {
                 .total
                 .fetch_add(total.saturating_sub(last_total), Ordering::Relaxed);
             self.last_progress = (done.max(last_done), total.max(last_total));
-            if total > 0 {
-                self.cells
-                    .pending
-                    .store(total.saturating_sub(done), Ordering::Relaxed);
-            }
         }
+        self.refresh_pending();
         Ok((n, status))
     }
 
     fn refresh_pending(&self) {
-        if let Some((done, total)) = self.reader.progress() {
-            if total > 0 {
-                self.cells
-                    .pending
-                    .store(total.saturating_sub(done), Ordering::Relaxed);
-            }
+        let pending = self.reader.backlog().or_else(|| {
+            self.reader
+                .progress()
+                .filter(|&(_, total)| total > 0)
+                .map(|(done, total)| total.saturating_sub(done))
+        });
+        if let Some(pending) = pending {
+            self.cells.pending.store(pending, Ordering::Relaxed);
         }
     }
 

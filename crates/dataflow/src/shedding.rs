@@ -443,6 +443,7 @@ fn run(
             overloaded = drop_plan.overloaded,
             total = drop_plan.load.total,
             capacity = period.capacity,
+            inputs = ?period.inputs,
             ?fractions,
             "load shedding"
         );

@@ -138,15 +138,19 @@ impl NexmarkReader {
     /// How many events the schedule allows now, if there is a rate limit.
     fn allowed_now(&mut self) -> Option<u64> {
         let rate = self.events_per_s?;
-        let now = Instant::now();
-        let started = *self.started.get_or_insert(now);
-        // Event k is due k / rate seconds after the start: event 0 right away.
-        let due = (now.duration_since(started).as_secs_f64() * rate).floor();
-        Some(if due >= u64::MAX as f64 {
-            u64::MAX
-        } else {
-            due as u64 + 1
-        })
+        let started = *self.started.get_or_insert_with(Instant::now);
+        Some(due_since(started, rate))
+    }
+}
+
+/// The events due `rate` per second since `started`: event k is due k / rate seconds after
+/// the start, event 0 right away.
+fn due_since(started: Instant, rate: f64) -> u64 {
+    let due = (started.elapsed().as_secs_f64() * rate).floor();
+    if due >= u64::MAX as f64 {
+        u64::MAX
+    } else {
+        due as u64 + 1
     }
 }
 
@@ -217,6 +221,15 @@ impl SourceReader<Event> for NexmarkReader {
 
     fn progress(&self) -> Option<(u64, u64)> {
         self.total.map(|total| (self.emitted, total))
+    }
+
+    /// Under a rate limit, the events already due and not yet read: the rest of a bounded
+    /// run is not waiting yet. Without one, the rest of the run (`progress`).
+    fn backlog(&self) -> Option<u64> {
+        let rate = self.events_per_s?;
+        let due = self.started.map_or(0, |started| due_since(started, rate));
+        let due = self.total.map_or(due, |total| due.min(total));
+        Some(due.saturating_sub(self.emitted))
     }
 
     /// Each partition is a split; its position is the number of its next event. Exhausted
@@ -371,6 +384,40 @@ mod tests {
             "{:?}",
             started.elapsed()
         );
+    }
+
+    #[test]
+    fn a_rate_limited_reader_waits_on_what_is_due_not_on_the_rest_of_the_run() {
+        let cfg = GeneratorConfig {
+            events: Some(1_000_000),
+            ..Default::default()
+        };
+        let ctx = SourceContext {
+            worker_index: 0,
+            workers: 1,
+        };
+        // Without a rate, the whole rest of the run waits (the engine's `total − done`).
+        let free = NexmarkSource::new(cfg.clone(), None).unwrap();
+        let reader = NexmarkReader::new(&cfg, free.shared, None, &ctx).unwrap();
+        assert_eq!(reader.backlog(), None);
+        // At 1 000 events/s, only what came due since the first poll waits: about 50 after
+        // 50 ms of not reading, never the million of the run.
+        let paced = NexmarkSource::new(cfg.clone(), Some(1000.0)).unwrap();
+        let mut reader = NexmarkReader::new(&cfg, paced.shared, Some(1000.0), &ctx).unwrap();
+        assert_eq!(
+            reader.backlog(),
+            Some(0),
+            "nothing is due before the first poll"
+        );
+        let (mut records, mut dead, mut dropped) = (Vec::new(), Vec::new(), 0);
+        let mut out = SourceOutput::new(&mut records, &mut dead, &mut dropped);
+        reader.poll(&mut out, 1000).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let waiting = reader.backlog().unwrap();
+        assert!((40..=1000).contains(&waiting), "{waiting}");
+        let mut out = SourceOutput::new(&mut records, &mut dead, &mut dropped);
+        reader.poll(&mut out, 100_000).unwrap();
+        assert!(reader.backlog().unwrap() < 5, "{:?}", reader.backlog());
     }
 
     #[test]

@@ -181,6 +181,15 @@ pub trait SourceReader<T> {
         None
     }
 
+    /// The records waiting for this reader now: available to read but not yet read (a
+    /// broker's lag; a rate-limited generator's records already due). The engine reports it
+    /// as `pendingRecords`, which the autoscaler's catch-up term and load shedding's queues
+    /// read. `None` (the default): `total − done` of [`progress`](Self::progress), which is
+    /// right for a reader whose whole rest is there to read (a file).
+    fn backlog(&self) -> Option<u64> {
+        None
+    }
+
     /// Where each of this reader's splits stands, for a checkpoint: after every record it has
     /// emitted so far. `None` when the source cannot replay (a socket, stdin): after a
     /// restore it goes on from wherever it is, so it is at most once, not exactly once.

@@ -38,11 +38,20 @@ fn autoscaled_q11(layout: &[&str]) -> String {
     log
 }
 
-/// The lines of `log` that announce a restart on a new count.
-fn restarts(log: &str) -> Vec<&str> {
-    log.lines()
-        .filter(|l| l.contains("restarting the processes on the new worker count"))
-        .collect()
+/// Asserts that `log` announces a restart on `processes` processes of `workers` threads.
+fn assert_restarted_on(log: &str, workers: usize, processes: usize) {
+    let (w, p) = (
+        format!("workers={workers}"),
+        format!("processes={processes}"),
+    );
+    assert!(
+        log.lines().any(|l| {
+            l.contains("restarting the processes on the new worker count")
+                && l.contains(&w)
+                && l.contains(&p)
+        }),
+        "{processes} process(es) of {workers} thread(s): {log}"
+    );
 }
 
 /// The CLI's supervised path: a job started on one worker below its bounds (2..2) is
@@ -51,13 +60,7 @@ fn restarts(log: &str) -> Vec<&str> {
 #[test]
 fn the_supervisor_rescales_a_cli_job_exactly() {
     let log = autoscaled_q11(&["--workers", "1", "--min-workers", "2", "--max-workers", "2"]);
-    let lines = restarts(&log);
-    assert!(
-        lines
-            .iter()
-            .any(|l| l.contains("workers=2") && l.contains("processes=1")),
-        "two threads in the one process: {log}"
-    );
+    assert_restarted_on(&log, 2, 1);
 }
 
 /// With `--workers-per-process 1` a decision of two workers runs as two processes: the
@@ -75,13 +78,7 @@ fn the_supervisor_scales_the_process_count_up_exactly() {
         "--workers-per-process",
         "1",
     ]);
-    let lines = restarts(&log);
-    assert!(
-        lines
-            .iter()
-            .any(|l| l.contains("workers=1") && l.contains("processes=2")),
-        "two processes of one thread: {log}"
-    );
+    assert_restarted_on(&log, 1, 2);
     assert!(log.contains("to_processes=2"), "{log}");
 }
 
@@ -101,13 +98,7 @@ fn the_supervisor_scales_the_process_count_down_exactly() {
         "--workers-per-process",
         "1",
     ]);
-    let lines = restarts(&log);
-    assert!(
-        lines
-            .iter()
-            .any(|l| l.contains("workers=1") && l.contains("processes=1")),
-        "one process of one thread: {log}"
-    );
+    assert_restarted_on(&log, 1, 1);
 }
 
 /// `--shed-output`: the events that load shedding drops at the source go to part files
