@@ -500,6 +500,11 @@ fn run_query(args: &RunArgs) -> Result<()> {
     let secs = result.elapsed.as_secs_f64();
     let eps = events as f64 / secs.max(1e-9);
     let rss = peak_rss_mb();
+    // This run's workers: an autoscaled job's last run need not have the flags' count.
+    let total_workers = result
+        .snapshot
+        .as_ref()
+        .map_or(total_workers, |s| s.parallelism.max(1));
     if args.json {
         let line = serde_json::json!({
             "bench": "nexmark",
