@@ -48,7 +48,7 @@ pub struct ElasticArgs {
     #[arg(long, default_value = "backpressure")]
     pub overload: OverloadPolicy,
     /// With `--overload shed`: the share of the capacity the job may use (H).
-    #[arg(long, default_value_t = 0.95)]
+    #[arg(long, default_value_t = spate_dataflow::DEFAULT_HEADROOM)]
     pub headroom: f64,
     /// With `--overload shed`: write the records shed to part files in this directory (JSON
     /// lines, exactly once under checkpoints) instead of only counting them.

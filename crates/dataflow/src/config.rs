@@ -167,6 +167,13 @@ impl std::str::FromStr for ScalingPolicy {
     }
 }
 
+/// The default headroom H of [`OverloadPolicy::Shed`]. At load R against capacity C the
+/// controller sheds `1 − H·C/R`, which is `(1 − H)·(C/R) / (1 − C/R)` over the minimum
+/// `1 − C/R`: 4 % at 1.5× overload for H = 0.98 (10 % would take H = 0.95, with no margin
+/// for the load model's error or the start of an overload), 1 % at 3×. The latency it buys
+/// is measured in BENCHMARKS.md ("Load shedding at the default headroom").
+pub const DEFAULT_HEADROOM: f64 = 0.98;
+
 /// What a job does when its input comes faster than it can process.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub enum OverloadPolicy {
@@ -176,7 +183,7 @@ pub enum OverloadPolicy {
     /// Drops records (Aurora's load shedding) so that the load stays within `headroom` ×
     /// the capacity; every record shed is counted.
     Shed {
-        /// H: the share of the capacity the job may use (0.95).
+        /// H: the share of the capacity the job may use ([`DEFAULT_HEADROOM`]).
         headroom: f64,
     },
 }
@@ -187,7 +194,9 @@ impl std::str::FromStr for OverloadPolicy {
     fn from_str(s: &str) -> Result<Self, SpateError> {
         match s {
             "backpressure" => Ok(OverloadPolicy::Backpressure),
-            "shed" => Ok(OverloadPolicy::Shed { headroom: 0.95 }),
+            "shed" => Ok(OverloadPolicy::Shed {
+                headroom: DEFAULT_HEADROOM,
+            }),
             _ => Err(SpateError::Config(format!(
                 "unknown overload policy `{s}`: use backpressure or shed"
             ))),

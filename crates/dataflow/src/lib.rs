@@ -77,7 +77,7 @@ pub use all_window::AllWindowedStream;
 pub use changelog::{Change, RowKind, Updating, UpdatingAggregate, UpdatingState};
 pub use config::{
     AutoscaleConfig, JobConfig, LaunchCommand, OverloadPolicy, RestartStrategy, ScalingPolicy,
-    StateBackend,
+    StateBackend, DEFAULT_HEADROOM,
 };
 pub use connected::{ConnectedKeyedStreams, ConnectedStreams};
 pub use dedup::DedupConfig;

@@ -122,10 +122,16 @@ fn shedding_bounds_latency_at_overload_and_counts_what_it_drops() {
     // Shedding keeps up: the backlog does not grow, and latency stays low.
     assert!(f(shed, "backlog_at_end") < 0.1 * f(shed, "rate"), "{shed}");
     assert!(f(shed, "p99_latency_ms") < 250.0, "{shed}");
-    // About the minimum is shed (1 − 1/1.5 = 1/3), and every record shed is counted: what
-    // was shed and what got through add up to what was read.
+    // About the minimum is shed, and every record shed is counted: what was shed and what got
+    // through add up to what was read. The minimum is at least 1 − 1/1.5 = 1/3, and what
+    // the job really cannot process is the backpressured run's backlog growth: within 10 %
+    // of that (a debug build's own cost per record is a larger share than a release's).
     let (got, min) = (f(shed, "shed_fraction"), f(shed, "min_fraction"));
-    assert!(got >= min * 0.97 && got <= min * 1.3, "{shed}");
+    let real_min = f(pushed, "backlog_growth_per_s") / f(pushed, "rate");
+    assert!(
+        got >= min * 0.97 && got <= real_min.max(min) * 1.1,
+        "{shed} {pushed}"
+    );
     assert!(f(shed, "shed") > 0.0);
     // Backpressure: the source falls behind, its backlog grows, latency with it.
     assert!(
