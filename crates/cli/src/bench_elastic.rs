@@ -87,7 +87,7 @@ pub struct SheddingBenchArgs {
     #[arg(long, default_value_t = 250)]
     pub cost_us: u64,
     /// Headroom H.
-    #[arg(long, default_value_t = 0.95)]
+    #[arg(long, default_value_t = spate_dataflow::DEFAULT_HEADROOM)]
     pub headroom: f64,
     /// Keys of the windowed count.
     #[arg(long, default_value_t = 100)]
@@ -568,6 +568,9 @@ struct ShedRun {
     rate: f64,
     capacity: f64,
     p99_latency_ms: Option<f64>,
+    /// The p99 of each whole second of the run from 0 (ms; null for a second without
+    /// samples), to tell a run's steady latency from a hiccup of the machine.
+    p99_by_second_ms: Vec<Option<f64>>,
     records: u64,
     shed: u64,
     shed_fraction: f64,
@@ -743,6 +746,14 @@ fn shed_run(args: &SheddingBenchArgs, load: f64, mode: &str, utility: bool) -> R
         .sum::<f64>()
         / exact.len().max(1) as f64;
     let p = probe.lock().unwrap_or_else(|p| p.into_inner());
+    let mut by_second: Vec<Vec<u32>> = Vec::new();
+    for &(t, l) in &p.latencies {
+        let s = (t / 1000) as usize;
+        if by_second.len() <= s {
+            by_second.resize_with(s + 1, Vec::new);
+        }
+        by_second[s].push(l);
+    }
     let warm = 3_000;
     let latencies: Vec<u32> = p
         .latencies
@@ -767,6 +778,7 @@ fn shed_run(args: &SheddingBenchArgs, load: f64, mode: &str, utility: bool) -> R
         rate,
         capacity,
         p99_latency_ms: p99(latencies),
+        p99_by_second_ms: by_second.into_iter().map(p99).collect(),
         records: read as u64,
         shed: shed as u64,
         shed_fraction: if read > 0.0 { shed / read } else { 0.0 },
