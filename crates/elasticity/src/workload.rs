@@ -7,11 +7,12 @@
 //! spins instead, for CPU-bound runs.
 //!
 //! Each call pays for its records before it returns, as a computing operator would: a batch
-//! of `k` records is released `k × cost` after it came in, not earlier and not a wake-up
-//! later. A wait sleeps all but the last [`SPIN_TAIL`] of it and spins that (a sleeping
-//! thread wakes 50–100 µs late); what a late wake-up overpays is credited to the next call,
-//! so the average cost per record is the one set. Each `Cost` value has its own account (its
-//! busy time lands on the operator that owes it).
+//! of `k` records is released `k × cost` after it came in, not earlier. A wait sleeps what
+//! is owed; a sleeping thread wakes 50–100 µs late, and what the late wake-up overpays is
+//! credited to the next call, so the average cost per record is the one set. (Spinning the
+//! last 100 µs instead of sleeping them made no difference to the latencies measured, and with
+//! more workers than cores it took cores from the other workers, which then measured slower.)
+//! Each `Cost` value has its own account (its busy time lands on the operator that owes it).
 //!
 //! (An earlier version let debts under a millisecond ride on to a later call, to sleep less
 //! often. A batch then went through free and the next paid for both, which made the
@@ -39,9 +40,6 @@ pub struct Cost {
     spend: Spend,
     id: u64,
 }
-
-/// The end of a wait that is spun rather than slept: about a sleep's usual lateness.
-pub const SPIN_TAIL: Duration = Duration::from_micros(100);
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(0);
 
@@ -94,13 +92,13 @@ impl Cost {
         }
         let start = Instant::now();
         let want = Duration::from_nanos(owed as u64);
-        if self.spend == Spend::Wait {
-            if let Some(sleep) = want.checked_sub(SPIN_TAIL).filter(|s| !s.is_zero()) {
-                std::thread::sleep(sleep);
+        match self.spend {
+            Spend::Wait => std::thread::sleep(want),
+            Spend::Compute => {
+                while start.elapsed() < want {
+                    std::hint::spin_loop();
+                }
             }
-        }
-        while start.elapsed() < want {
-            std::hint::spin_loop();
         }
         let paid = start.elapsed().as_nanos() as f64;
         DEBT.with(|d| {

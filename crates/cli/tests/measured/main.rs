@@ -42,9 +42,15 @@ fn runs(out: &std::process::Output) -> Vec<serde_json::Value> {
         .collect()
 }
 
-/// DS2 on a rate stepped from 0.7 to 2.1 workers' worth and back: at most three decisions per
-/// step, no oscillation, the count that holds each step's rate, and the windowed counts of a
-/// run without any rescale (the exact counts) through every rescale.
+/// DS2 on a rate stepped from 0.7 to 2.1 workers' worth and down to 0.5: at most three
+/// decisions per step, no oscillation, the count that holds each step's rate, and the windowed
+/// counts of a run without any rescale (the exact counts) through every rescale.
+///
+/// The last step is at 0.5×, not 0.7×: DS2 sums every operator's busy time, and in a debug
+/// build on 3 workers the engine's own operators (source, exchange, window) take about 0.3
+/// of a worker at these rates, so at 0.7× the job needs 1.05–1.1 workers and DS2 rightly
+/// keeps 3 (it scales down only by two or more). A release build goes 3 → 1 at 0.7×
+/// (BENCHMARKS.md).
 #[test]
 fn ds2_follows_a_stepped_rate_in_few_decisions_and_loses_nothing() {
     let _alone = alone();
@@ -54,7 +60,7 @@ fn ds2_follows_a_stepped_rate_in_few_decisions_and_loses_nothing() {
         "--policy",
         "ds2",
         "--schedule",
-        "0.7x:15s,2.1x:30s,0.7x:25s",
+        "0.7x:15s,2.1x:30s,0.5x:25s",
         "--policy-window",
         "2s",
     ]));
