@@ -837,6 +837,21 @@ struct TypedDriver<T: spate_types::Data> {
     )>,
 }
 
+impl<T: spate_types::Data> TypedDriver<T> {
+    /// Sets `pendingRecords`: the reader's backlog, else `total − done` of its `progress`
+    /// (read once per poll by the caller).
+    fn store_pending(&self, progress: Option<(u64, u64)>) {
+        let pending = self.reader.backlog().or_else(|| {
+            progress
+                .filter(|&(_, total)| total > 0)
+                .map(|(done, total)| total.saturating_sub(done))
+        });
+        if let Some(pending) = pending {
+            self.cells.pending.store(pending, Ordering::Relaxed);
+        }
+    }
+}
+
 impl<T: spate_types::Data> SourceDriver for TypedDriver<T> {
     fn poll(&mut self, budget: usize, shared: &JobShared) -> SpateResult<(usize, SourceStatus)> {
         let Some(input) = self.input.as_mut() else {
@@ -919,7 +934,8 @@ impl<T: spate_types::Data> SourceDriver for TypedDriver<T> {
             }
             self.dead_letters.clear();
         }
-        if let Some((done, total)) = self.reader.progress() {
+        let progress = self.reader.progress();
+        if let Some((done, total)) = progress {
             let (last_done, last_total) = self.last_progress;
             shared
                 .progress
@@ -931,20 +947,12 @@ impl<T: spate_types::Data> SourceDriver for TypedDriver<T> {
                 .fetch_add(total.saturating_sub(last_total), Ordering::Relaxed);
             self.last_progress = (done.max(last_done), total.max(last_total));
         }
-        self.refresh_pending();
+        self.store_pending(progress);
         Ok((n, status))
     }
 
     fn refresh_pending(&self) {
-        let pending = self.reader.backlog().or_else(|| {
-            self.reader
-                .progress()
-                .filter(|&(_, total)| total > 0)
-                .map(|(done, total)| total.saturating_sub(done))
-        });
-        if let Some(pending) = pending {
-            self.cells.pending.store(pending, Ordering::Relaxed);
-        }
+        self.store_pending(self.reader.progress());
     }
 
     fn tick(&mut self, now: Instant) {
