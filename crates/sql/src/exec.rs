@@ -4,11 +4,12 @@
 //!   columns, computed columns included, in the source's own decoder; the table's
 //!   `WATERMARK FOR` is the source's watermark strategy, so it runs per split (file range),
 //!   as Flink's sources do. The rowtime column is each row's event timestamp.
-//! * A filter is `filter`, a projection is `map`; the engine chains them with the source
-//!   into one operator.
+//! * A projection, and the filter under it, is one [`Calc`] (a `flat_map`: the
+//!   subexpressions they share computed once per row); a filter alone is `filter`. The
+//!   engine chains them with the source into one operator.
 //! * A sink writes the rows in the table's connector's format.
 //!
-//! Operator names come from the plan (`scan.bid`, `filter`, `project`) for the dashboard
+//! Operator names come from the plan (`scan.bid`, `filter`, `calc`, `project`) for the dashboard
 //! and metrics; the engine derives each operator's uid from the job graph's structure, which
 //! the same SQL text always gives the same way.
 
@@ -32,6 +33,7 @@ use spate_types::{
 };
 
 use crate::agg::{GroupAggregate, RankAggregate, RetractAggregate, WindowAggregate};
+use crate::calc::{Calc, Projection};
 use crate::catalog::Table;
 use crate::expr::Scalar;
 use crate::format::write_json_row;
@@ -57,12 +59,38 @@ pub enum Rows {
 /// (`table.optimizer.reuse-sub-plan-enabled`, on by default): a table is read and decoded
 /// once per job, however many times the query names it.
 pub fn build(env: &StreamEnv, plan: &Plan) -> Result<Rows, SqlError> {
+    let mut uses = HashMap::new();
+    count_uses(plan, &mut uses);
     Builder {
         env,
         built: HashMap::new(),
+        uses,
         reads: prune::reads(plan),
     }
     .build(plan)
+}
+
+/// How many times each subplan (by its `Debug` text) is an input in `plan`, counted once
+/// per distinct parent, as the builder builds them.
+fn count_uses(plan: &Plan, uses: &mut HashMap<String, usize>) {
+    let inputs: Vec<&Plan> = match &plan.node {
+        Node::Scan(_) => vec![],
+        Node::Filter(i, _)
+        | Node::Project(i, _)
+        | Node::Aggregate(i, ..)
+        | Node::Rank(i, _)
+        | Node::WindowAggregate(i, ..)
+        | Node::WindowTvf(i, _) => vec![i],
+        Node::Join(l, r, _) => vec![l, r],
+    };
+    for input in inputs {
+        let n = uses.entry(format!("{:?}", input.node)).or_default();
+        *n += 1;
+        // A subplan's own inputs are built once, whatever number of parents it has.
+        if *n == 1 {
+            count_uses(input, uses);
+        }
+    }
 }
 
 /// Builds a plan's nodes, each distinct subplan once.
@@ -71,6 +99,9 @@ struct Builder<'a> {
     /// The streams built so far, by their subplan (its `Debug` text: the node with all its
     /// inputs, expressions and tables).
     built: HashMap<String, Rows>,
+    /// How many parents each subplan has: a filter with one is fused with the projection
+    /// over it.
+    uses: HashMap<String, usize>,
     /// What the plan reads of each table: the rest is not decoded.
     reads: prune::TableReads,
 }
@@ -86,11 +117,32 @@ impl Builder<'_> {
         Ok(rows)
     }
 
+    /// `calc` over the rows of `input`.
+    fn calc(&mut self, input: &Plan, calc: Calc, name: &str) -> Result<Rows, SqlError> {
+        let calc = Arc::new(calc);
+        Ok(match self.build(input)? {
+            Rows::Append(s) => {
+                Rows::Append(s.flat_map(move |row: SqlRow| calc.apply(row)).name(name))
+            }
+            Rows::Changes(s) => Rows::Changes(
+                s.flat_map(move |c: Change<SqlRow>| {
+                    let kind = c.kind;
+                    calc.apply(c.row).map(|row| Change { kind, row })
+                })
+                .name(name),
+            ),
+        })
+    }
+
     fn node(&mut self, plan: &Plan) -> Result<Rows, SqlError> {
         let env = self.env;
         Ok(match &plan.node {
             Node::Scan(table) => Rows::Append(scan(env, table, self.reads.get(&table.name))?),
             Node::Filter(input, predicate) => {
+                let calc = Calc::new(input.scope.columns.len(), Some(predicate), None);
+                if calc.shared() > 0 {
+                    return self.calc(input, calc, "filter");
+                }
                 let predicate = predicate.clone();
                 match self.build(input)? {
                     Rows::Append(s) => Rows::Append(
@@ -103,22 +155,20 @@ impl Builder<'_> {
                     ),
                 }
             }
-            Node::Project(input, exprs) => {
-                let projection = Arc::new(Projection::new(exprs));
-                match self.build(input)? {
-                    Rows::Append(s) => Rows::Append(
-                        s.map(move |row: SqlRow| projection.apply(row))
-                            .name("project"),
-                    ),
-                    Rows::Changes(s) => Rows::Changes(
-                        s.map(move |c: Change<SqlRow>| Change {
-                            kind: c.kind,
-                            row: projection.apply(c.row),
-                        })
-                        .name("project"),
-                    ),
+            Node::Project(input, exprs) => match &input.node {
+                // A filter only this projection reads runs with it, as one calc.
+                Node::Filter(filtered, predicate)
+                    if self.uses.get(&format!("{:?}", input.node)) == Some(&1) =>
+                {
+                    let width = filtered.scope.columns.len();
+                    let calc = Calc::new(width, Some(predicate), Some(exprs));
+                    self.calc(filtered, calc, "calc")?
                 }
-            }
+                _ => {
+                    let width = input.scope.columns.len();
+                    self.calc(input, Calc::new(width, None, Some(exprs)), "project")?
+                }
+            },
             Node::Rank(input, rank) => {
                 let Rows::Append(s) = self.build(input)? else {
                     return Err(SqlError::plan(
@@ -327,89 +377,6 @@ fn joined(left: &SqlRow, right: &SqlRow, residual: Option<&Scalar>) -> Option<Sq
     residual.is_none_or(|p| p.test(&row)).then_some(row)
 }
 
-/// A projection that moves the input's values it passes on as they are (a column, or a
-/// field of a nested row, named once), instead of cloning them, and computes the others
-/// first.
-struct Projection {
-    outputs: Vec<Output>,
-}
-
-/// How a [`Projection`] makes one output column.
-enum Output {
-    /// Moves this input column.
-    Move(usize),
-    /// Moves field `.1` of the nested row in input column `.0` (clones it if the nested row
-    /// is shared with another row).
-    MoveField(usize, usize),
-    /// Computes this expression.
-    Compute(Scalar),
-}
-
-impl Projection {
-    fn new(exprs: &[Scalar]) -> Self {
-        let mut whole = HashMap::<usize, usize>::new();
-        let mut fields = HashMap::<(usize, usize), usize>::new();
-        for e in exprs {
-            match e {
-                Scalar::Col(c) => *whole.entry(*c).or_default() += 1,
-                Scalar::Field(inner, i) => {
-                    if let Scalar::Col(c) = **inner {
-                        *fields.entry((c, *i)).or_default() += 1;
-                    }
-                }
-                _ => {}
-            }
-        }
-        let fields_of = |c: usize| fields.keys().any(|&(f, _)| f == c);
-        Projection {
-            outputs: exprs
-                .iter()
-                .map(|e| match e {
-                    Scalar::Col(c) if whole[c] == 1 && !fields_of(*c) => Output::Move(*c),
-                    Scalar::Field(inner, i) => match **inner {
-                        Scalar::Col(c) if fields[&(c, *i)] == 1 && !whole.contains_key(&c) => {
-                            Output::MoveField(c, *i)
-                        }
-                        _ => Output::Compute(e.clone()),
-                    },
-                    e => Output::Compute(e.clone()),
-                })
-                .collect(),
-        }
-    }
-
-    fn apply(&self, mut row: SqlRow) -> SqlRow {
-        let mut out: SqlRow = self
-            .outputs
-            .iter()
-            .map(|o| match o {
-                Output::Compute(e) => e.eval(&row),
-                _ => Datum::Null,
-            })
-            .collect();
-        for (slot, o) in out.iter_mut().zip(&self.outputs) {
-            match *o {
-                Output::Move(c) => {
-                    if let Some(v) = row.get_mut(c) {
-                        *slot = std::mem::take(v);
-                    }
-                }
-                Output::MoveField(c, i) => {
-                    if let Some(Datum::Row(nested)) = row.get_mut(c) {
-                        *slot = match Arc::get_mut(nested) {
-                            Some(values) => values.get_mut(i).map(std::mem::take),
-                            None => nested.get(i).cloned(),
-                        }
-                        .unwrap_or_default();
-                    }
-                }
-                Output::Compute(_) => {}
-            }
-        }
-        out
-    }
-}
-
 /// The windows rows name themselves in their `window_start` and `window_end` columns (the
 /// results of a window aggregate, grouped by their window again).
 struct ColumnWindows {
@@ -593,10 +560,13 @@ fn with_watermark(stream: DataStream<SqlRow>, table: &Table) -> DataStream<SqlRo
         Some((rowtime, watermark)) => {
             let rowtime = *rowtime;
             let watermark = watermark.clone();
+            let of_rowtime = rises_with(&watermark, rowtime);
             stream.assign_timestamps_and_watermarks(
                 WatermarkStrategy::for_generator(move || SqlWatermark {
                     expr: watermark.clone(),
+                    rowtime: of_rowtime.then_some(rowtime),
                     current: None,
+                    max_rowtime: None,
                 })
                 .with_timestamp_assigner(move |row: &SqlRow, _| {
                     match row.get(rowtime) {
@@ -842,18 +812,55 @@ fn row_maker(table: &Table) -> impl Fn(Vec<Datum>) -> SqlRow + Send + Sync + 'st
 /// Flink SQL's watermark: the largest value the `WATERMARK FOR ... AS expr` expression has
 /// taken on the rows seen so far (Flink's `WatermarkAssignerOperator`: no `- 1 ms`, unlike
 /// the DataStream API's bounded out-of-orderness).
+///
+/// When the expression is the rowtime, or the rowtime plus or minus a constant (`rowtime -
+/// INTERVAL '4' SECOND`, nearly every table), its largest value is its value at the largest
+/// rowtime: a row costs a comparison, and the expression is computed when a watermark is
+/// emitted.
 struct SqlWatermark {
     expr: Scalar,
+    /// The rowtime column, when the expression rises with it and reads nothing else.
+    rowtime: Option<usize>,
     current: Option<Timestamp>,
+    /// The largest rowtime seen, with `rowtime`.
+    max_rowtime: Option<Timestamp>,
+}
+
+/// Whether `expr` is the column `rowtime`, or it plus or minus a constant.
+fn rises_with(expr: &Scalar, rowtime: usize) -> bool {
+    use crate::expr::ArithOp;
+    match expr {
+        Scalar::Col(c) => *c == rowtime,
+        Scalar::Arith(ArithOp::Add | ArithOp::Sub, _, a, b) => {
+            matches!(**a, Scalar::Col(c) if c == rowtime) && matches!(**b, Scalar::Lit(_))
+        }
+        _ => false,
+    }
 }
 
 impl WatermarkGenerator<SqlRow> for SqlWatermark {
     fn on_event(&mut self, row: &SqlRow, _timestamp: Timestamp) {
-        if let Datum::Timestamp(w) = self.expr.eval(row) {
-            self.current = Some(self.current.map_or(w, |c| c.max(w)));
+        match self.rowtime {
+            Some(c) => {
+                if let Some(Datum::Timestamp(t)) = row.get(c) {
+                    self.max_rowtime = Some(self.max_rowtime.map_or(*t, |m| m.max(*t)));
+                }
+            }
+            None => {
+                if let Datum::Timestamp(w) = self.expr.eval(row) {
+                    self.current = Some(self.current.map_or(w, |c| c.max(w)));
+                }
+            }
         }
     }
     fn on_periodic_emit(&mut self) -> Option<Timestamp> {
+        if let (Some(c), Some(t)) = (self.rowtime, self.max_rowtime.take()) {
+            let mut row = vec![Datum::Null; c + 1];
+            row[c] = Datum::Timestamp(t);
+            if let Datum::Timestamp(w) = self.expr.eval(&row) {
+                self.current = Some(self.current.map_or(w, |cur| cur.max(w)));
+            }
+        }
         self.current
     }
 }
@@ -1038,6 +1045,80 @@ mod tests {
     use super::*;
     use spate_dataflow::plan::NodeKind;
     use spate_dataflow::JobConfig;
+
+    /// A watermark of the rowtime minus a constant, kept as the largest rowtime, gives the
+    /// watermarks of the expression evaluated on every row; so does one that reads another
+    /// column (always evaluated).
+    #[test]
+    fn a_rowtime_watermark_is_computed_when_emitted() {
+        use sqlparser::dialect::GenericDialect;
+        use sqlparser::parser::Parser;
+        let scope = crate::expr::Scope::new(
+            [("x", SqlType::BigInt), ("ts", SqlType::Timestamp)]
+                .into_iter()
+                .map(|(name, ty)| crate::expr::Column {
+                    qualifier: None,
+                    name: name.into(),
+                    ty,
+                })
+                .collect(),
+        );
+        let bound = |text: &str| {
+            let e = Parser::new(&GenericDialect {})
+                .try_with_sql(text)
+                .and_then(|mut p| p.parse_expr())
+                .expect("parses");
+            crate::expr::bind(&e, &scope, &crate::catalog::Catalog::default())
+                .expect("binds")
+                .expr
+        };
+        let mut seed = 11u64;
+        let rows: Vec<SqlRow> = (0..500)
+            .map(|i| {
+                seed = seed
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let ts = match seed >> 60 {
+                    0 => Datum::Null,
+                    _ => Datum::Timestamp(i * 10 - (seed >> 40) as i64 % 3000),
+                };
+                vec![Datum::Int((seed >> 20) as i64 % 5000), ts]
+            })
+            .collect();
+        for (text, shortcut) in [
+            ("ts - INTERVAL '4' SECOND", true),
+            ("ts", true),
+            ("ts + INTERVAL '1' SECOND", true),
+            (
+                "CASE WHEN x > 2500 THEN ts ELSE ts - INTERVAL '2' SECOND END",
+                false,
+            ),
+        ] {
+            let expr = bound(text);
+            assert_eq!(rises_with(&expr, 1), shortcut, "{text}");
+            let mut fast = SqlWatermark {
+                expr: expr.clone(),
+                rowtime: shortcut.then_some(1),
+                current: None,
+                max_rowtime: None,
+            };
+            let mut slow = SqlWatermark {
+                expr,
+                rowtime: None,
+                current: None,
+                max_rowtime: None,
+            };
+            for (i, row) in rows.iter().enumerate() {
+                fast.on_event(row, 0);
+                slow.on_event(row, 0);
+                if i % 37 == 0 {
+                    assert_eq!(fast.on_periodic_emit(), slow.on_periodic_emit(), "{text}");
+                }
+            }
+            assert_eq!(fast.on_periodic_emit(), slow.on_periodic_emit(), "{text}");
+            assert!(slow.current.is_some());
+        }
+    }
 
     /// The engine's plan of `query` over a table `t` and two views of it.
     fn engine_plan(query: &str) -> spate_dataflow::plan::Plan {

@@ -15,6 +15,8 @@
 //! * [`functions`]: Flink's built-in scalar functions (`DATE_FORMAT`, `REGEXP_EXTRACT`, ...).
 //! * [`prune`]: projection push-down: the columns (and nested fields) of each table a plan
 //!   reads, the only ones its scan decodes.
+//! * [`calc`]: a filter and the projection over it as one step per row, their shared
+//!   subexpressions computed once.
 //! * [`exec`]: plans built as DataStream operators, a subplan named twice built once; the
 //!   connectors' sources and sinks.
 //! * [`types`]: SQL types and the [`Datum`]s of a [`SqlRow`]; [`format`]: rows as text.
@@ -45,6 +47,7 @@
 //! connectors, and state TTL.
 
 pub mod agg;
+pub mod calc;
 pub mod catalog;
 pub mod exec;
 pub mod expr;
