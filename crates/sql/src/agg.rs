@@ -439,29 +439,53 @@ impl RankAggregate {
     }
 }
 
+/// A top-N result row: a kept row and its rank, sharing the row with the top-N's
+/// accumulator (a partition's rows are kept once, however many times they were emitted);
+/// [`Ranked::into_row`] makes the output row.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct Ranked {
+    row: Arc<[Datum]>,
+    rank: i64,
+}
+
+impl PartialEq for Ranked {
+    fn eq(&self, other: &Self) -> bool {
+        self.rank == other.rank && (Arc::ptr_eq(&self.row, &other.row) || self.row == other.row)
+    }
+}
+
+impl Ranked {
+    /// The row with its rank appended.
+    pub fn into_row(self) -> SqlRow {
+        let mut row = Vec::with_capacity(self.row.len() + 1);
+        row.extend(self.row.iter().cloned());
+        row.push(Datum::Int(self.rank));
+        row
+    }
+}
+
 impl UpdatingAggregate<SqlRow, SqlRow> for RankAggregate {
-    type Acc = Vec<SqlRow>;
-    type Out = SqlRow;
-    fn create(&self) -> Vec<SqlRow> {
+    type Acc = Vec<Arc<[Datum]>>;
+    type Out = Ranked;
+    fn create(&self) -> Vec<Arc<[Datum]>> {
         Vec::new()
     }
-    fn add(&self, acc: &mut Vec<SqlRow>, row: SqlRow) {
+    fn add(&self, acc: &mut Vec<Arc<[Datum]>>, row: SqlRow) {
         let at = if self.ties_first {
             acc.partition_point(|r| self.cmp(r, &row).is_lt())
         } else {
             acc.partition_point(|r| self.cmp(r, &row).is_le())
         };
         if at < self.limit {
-            acc.insert(at, row);
+            acc.insert(at, row.into());
             acc.truncate(self.limit);
         }
     }
-    fn results(&self, _key: &SqlRow, acc: &Vec<SqlRow>, out: &mut Vec<SqlRow>) {
-        for (i, row) in acc.iter().enumerate() {
-            let mut row = row.clone();
-            row.push(Datum::Int(i as i64 + 1));
-            out.push(row);
-        }
+    fn results(&self, _key: &SqlRow, acc: &Vec<Arc<[Datum]>>, out: &mut Vec<Ranked>) {
+        out.extend(acc.iter().enumerate().map(|(i, row)| Ranked {
+            row: row.clone(),
+            rank: i as i64 + 1,
+        }));
     }
 }
 

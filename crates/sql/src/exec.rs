@@ -32,7 +32,7 @@ use spate_types::{
     SpateResult,
 };
 
-use crate::agg::{GroupAggregate, RankAggregate, RetractAggregate, WindowAggregate};
+use crate::agg::{GroupAggregate, RankAggregate, Ranked, RetractAggregate, WindowAggregate};
 use crate::calc::{Calc, Projection};
 use crate::catalog::Table;
 use crate::expr::Scalar;
@@ -194,7 +194,12 @@ impl Builder<'_> {
                         "deduplicate"
                     } else {
                         "top-n"
-                    }),
+                    })
+                    .map(|c: Change<Ranked>| Change {
+                        kind: c.kind,
+                        row: c.row.into_row(),
+                    })
+                    .name("ranked-rows"),
                 )
             }
             Node::WindowTvf(input, window) => {
