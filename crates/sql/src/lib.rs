@@ -19,6 +19,7 @@
 //!   subexpressions computed once.
 //! * [`exec`]: plans built as DataStream operators, a subplan named twice built once; the
 //!   connectors' sources and sinks.
+//! * [`packed`]: rows packed into bytes, for the rows a join keeps.
 //! * [`types`]: SQL types and the [`Datum`]s of a [`SqlRow`]; [`format`]: rows as text.
 //! * [`Session`]: a catalog, settings and the job configuration; runs statements.
 //!
@@ -53,6 +54,7 @@ pub mod exec;
 pub mod expr;
 pub mod format;
 pub mod functions;
+pub mod packed;
 pub mod parser;
 pub mod plan;
 pub mod prune;
