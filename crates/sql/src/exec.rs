@@ -37,7 +37,7 @@ use crate::calc::{Calc, Projection};
 use crate::catalog::Table;
 use crate::expr::Scalar;
 use crate::format::write_json_row;
-use crate::packed::PackedRows;
+use crate::packed::JoinSide;
 use crate::plan::{GroupWindow, Node, Plan};
 use crate::prune;
 use crate::types::{Datum, SqlRow, SqlType};
@@ -265,7 +265,7 @@ impl Builder<'_> {
                         let key: SqlRow = keys.iter().map(|k| k.eval(&row)).collect();
                         let mut out = Vec::new();
                         for other in index.get(&key).map_or(&[][..], Vec::as_slice) {
-                            out.extend(joined(&row, other.iter().cloned(), residual.as_ref()));
+                            out.extend(joined(&row, other, residual.as_ref()));
                         }
                         out
                     })
@@ -290,8 +290,8 @@ impl Builder<'_> {
                 );
                 let residual = spec.residual.clone();
                 let residual2 = residual.clone();
-                // Both sides' rows, packed: a regular join keeps every row.
-                type Sides = (PackedRows, PackedRows);
+                // Both sides' rows, packed until met: a regular join keeps every row.
+                type Sides = (JoinSide, JoinSide);
                 let joined = l
                     .key_by(move |row: &SqlRow| lk.iter().map(|k| k.eval(row)).collect::<SqlRow>())
                     .connect(&r.key_by(move |row: &SqlRow| {
@@ -300,17 +300,15 @@ impl Builder<'_> {
                     .process_with_state(
                         move |_k, st: &mut Option<Sides>, row: SqlRow, out: &mut Vec<SqlRow>| {
                             let (lefts, rights) = st.get_or_insert_with(Default::default);
-                            for other in rights.iter() {
+                            for other in rights.meet() {
                                 out.extend(joined(&row, other, residual.as_ref()));
                             }
                             lefts.push(&row);
                         },
                         move |_k, st: &mut Option<Sides>, row: SqlRow, out: &mut Vec<SqlRow>| {
                             let (lefts, rights) = st.get_or_insert_with(Default::default);
-                            for other in lefts.iter() {
-                                let mut left = other;
-                                left.extend(row.iter().cloned());
-                                out.extend(meets(left, residual2.as_ref()));
+                            for other in lefts.meet() {
+                                out.extend(joined(other, &row, residual2.as_ref()));
                             }
                             rights.push(&row);
                         },
@@ -379,20 +377,10 @@ impl Builder<'_> {
 }
 
 /// The row of `left` and `right` joined, if it meets the residual condition.
-fn joined(
-    left: &SqlRow,
-    right: impl IntoIterator<Item = Datum>,
-    residual: Option<&Scalar>,
-) -> Option<SqlRow> {
-    let right = right.into_iter();
-    let mut row = Vec::with_capacity(left.len() + right.size_hint().0);
+fn joined(left: &SqlRow, right: &SqlRow, residual: Option<&Scalar>) -> Option<SqlRow> {
+    let mut row = Vec::with_capacity(left.len() + right.len());
     row.extend(left.iter().cloned());
-    row.extend(right);
-    meets(row, residual)
-}
-
-/// `row`, if it meets the residual condition.
-fn meets(row: SqlRow, residual: Option<&Scalar>) -> Option<SqlRow> {
+    row.extend(right.iter().cloned());
     residual.is_none_or(|p| p.test(&row)).then_some(row)
 }
 
