@@ -493,6 +493,10 @@ impl RowBuilder for Datums {
     fn row(_: &(), values: Vec<Datum>) -> Datum {
         Datum::Row(values.into())
     }
+    fn nested_row(_: &(), values: &mut [Datum]) -> Datum {
+        // One allocation: the iterator's exact length lets the `Arc` collect in place.
+        Datum::Row(values.iter_mut().map(std::mem::take).collect())
+    }
 }
 
 /// A source over `table` with its watermark strategy.

@@ -907,6 +907,9 @@ fn eval(op: &Op, args: &[&Datum]) -> Option<Datum> {
                 if delimiter.is_empty() {
                     // A null or empty separator splits at each whitespace character.
                     s.split(is_java_whitespace).nth(index)?
+                } else if let [byte] = delimiter.as_bytes() {
+                    // One ASCII character (q22's '/'): a byte search, not a substring search.
+                    s.split(char::from(*byte)).nth(index)?
                 } else {
                     s.split(&**delimiter).nth(index)?
                 }
@@ -1868,6 +1871,9 @@ mod tests {
         // No-break spaces are not Java whitespace.
         assert_eq!(sp("a\u{A0}b", "", 0), s("a\u{A0}b"));
         assert_eq!(sp("日本,語", ",", 1), s("語"));
+        // One character of several bytes is a substring search.
+        assert_eq!(sp("日本,語", "本", 1), s(",語"));
+        assert_eq!(sp("a/b//c", "/", 3), s("c"));
         assert_eq!(sp("a,b", ",", i64::MAX), Datum::Null);
         assert_eq!(sp("a,b", ",", i64::MIN), Datum::Null);
         assert_eq!(call(f, &types, &[s("a,b"), Datum::Null, i(0)]), Datum::Null);

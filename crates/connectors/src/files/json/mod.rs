@@ -173,6 +173,19 @@ pub trait RowBuilder: Send + Sync + 'static {
     }
     /// A row of `shape` from its fields' values, in schema order.
     fn row(shape: &Self::Shape, values: Vec<Self::Value>) -> Self::Value;
+    /// A nested row of `shape` from its fields' values, in schema order, taken out of a
+    /// buffer the decoder reuses: [`row`](Self::row) of a `Vec` of them, unless the builder
+    /// makes its rows another way and saves that `Vec` (an `Arc<[_]>` collects the values
+    /// into its own allocation).
+    fn nested_row(shape: &Self::Shape, values: &mut [Self::Value]) -> Self::Value {
+        Self::row(
+            shape,
+            values
+                .iter_mut()
+                .map(|v| std::mem::replace(v, Self::null()))
+                .collect(),
+        )
+    }
 }
 
 /// The [`RowBuilder`] of [`spate_types::Value`]s, the default.
@@ -393,39 +406,50 @@ impl<'de, B: RowBuilder> Visitor<'de> for RowVisitor<'_, B> {
         f.write_str("a JSON object")
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Vec<B::Value>, A::Error> {
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Vec<B::Value>, A::Error> {
         let fields = &self.0.fields;
         let mut values: Vec<B::Value> = Vec::with_capacity(fields.len() + self.0.spare);
         values.extend(fields.iter().map(|_| B::null()));
-        // Writers mostly keep one order: the field after the last one is tried first.
-        let mut next = 0;
-        while let Some(key) = map.next_key_seed(KeySeed(self.0, next))? {
-            match key {
-                Some(i) => {
-                    next = i + 1;
-                    if fields[i].skip {
-                        map.next_value::<IgnoredAny>()?;
-                    } else {
-                        values[i] = map.next_value_seed(FieldSeed(&fields[i]))?;
-                    }
-                }
-                None => {
-                    map.next_value::<IgnoredAny>()?;
-                }
-            }
-        }
-        // A `null` in a field that is not nullable was refused where it stood: a `Null` left
-        // here is a missing field.
-        for (field, value) in fields.iter().zip(&values) {
-            if !field.nullable && !field.skip && B::is_null(value) {
-                return Err(serde::de::Error::custom(format_args!(
-                    "missing field `{}`",
-                    field.path
-                )));
-            }
-        }
+        fill(self.0, map, &mut values)?;
         Ok(values)
     }
+}
+
+/// Decodes a JSON object's fields into `values` (one per field of `prepared`, all null).
+fn fill<'de, B: RowBuilder, A: MapAccess<'de>>(
+    prepared: &Prepared<B>,
+    mut map: A,
+    values: &mut [B::Value],
+) -> Result<(), A::Error> {
+    let fields = &prepared.fields;
+    // Writers mostly keep one order: the field after the last one is tried first.
+    let mut next = 0;
+    while let Some(key) = map.next_key_seed(KeySeed(prepared, next))? {
+        match key {
+            Some(i) => {
+                next = i + 1;
+                if fields[i].skip {
+                    map.next_value::<IgnoredAny>()?;
+                } else {
+                    values[i] = map.next_value_seed(FieldSeed(&fields[i]))?;
+                }
+            }
+            None => {
+                map.next_value::<IgnoredAny>()?;
+            }
+        }
+    }
+    // A `null` in a field that is not nullable was refused where it stood: a `Null` left
+    // here is a missing field.
+    for (field, value) in fields.iter().zip(values.iter()) {
+        if !field.nullable && !field.skip && B::is_null(value) {
+            return Err(serde::de::Error::custom(format_args!(
+                "missing field `{}`",
+                field.path
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Deserializes a key into the position of its field, or `None` for a key not declared;
@@ -568,9 +592,14 @@ impl<'de, B: RowBuilder> Visitor<'de> for FieldSeed<'_, B> {
 
     fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<B::Value, A::Error> {
         match &self.0.kind {
-            Kind::Row(nested) => RowVisitor(nested)
-                .visit_map(map)
-                .map(|values| B::row(&nested.shape, values)),
+            Kind::Row(nested) => {
+                // A nested row's values wait on the stack (most nested rows have a few
+                // fields), and the builder takes them from there.
+                let mut values: smallvec::SmallVec<[B::Value; 12]> =
+                    nested.fields.iter().map(|_| B::null()).collect();
+                fill(nested, map, &mut values)?;
+                Ok(B::nested_row(&nested.shape, &mut values))
+            }
             _ => Err(self.wrong("an object")),
         }
     }
