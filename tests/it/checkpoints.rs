@@ -566,9 +566,10 @@ fn full_partition_run(
     env.execute("full partition")
 }
 
-/// A full partition's accumulators are keyed state and its emission a timer per key: a job
-/// that fails half-way and is restored, on another number of workers and the other state
-/// backend, emits each key once with exactly the failure-free result.
+/// A full partition's accumulators are keyed state, emitted by a pass over the keys at the
+/// end of the input: on either state backend, a failure-free run emits each key once, and a
+/// job that fails half-way and is restored, on another number of workers and the other state
+/// backend, emits exactly the failure-free result.
 #[test]
 fn a_full_window_partition_restored_after_a_failure_gives_the_failure_free_results() {
     let tmp = tempfile::tempdir().unwrap();
@@ -580,6 +581,9 @@ fn a_full_window_partition_restored_after_a_failure_gives_the_failure_free_resul
     full_partition_run(&expected_dir, 1, None, u64::MAX, StateBackend::Memory).unwrap();
     let expected = rows(&expected_dir);
     assert_eq!(expected.len(), 1000, "every key once");
+    let on_disk = tmp.path().join("d");
+    full_partition_run(&on_disk, 2, None, u64::MAX, small_disk()).unwrap();
+    assert_eq!(rows(&on_disk), expected, "the disk backend's keys at the end");
     let failed = full_partition_run(&out, 2, Some((&ckpt, false)), EVENTS / 2, small_disk());
     assert!(failed.is_err(), "the first run fails");
     full_partition_run(&out, 3, Some((&ckpt, true)), u64::MAX, StateBackend::Memory).unwrap();

@@ -6,13 +6,15 @@
 //! window bookkeeping per key). [`KeyedStream::full_window_partition`] gives a
 //! [`PartitionWindowedStream`]: every record is added into its key's accumulator in place, and
 //! each key's result is emitted once, when the input ends (its watermark reaches
-//! [`MAX_WATERMARK`]: a bounded input's end, or a stop with savepoint that drains). An
-//! unbounded input never emits, as in Flink.
+//! [`MAX_WATERMARK`](crate::time::MAX_WATERMARK): a bounded input's end, or a stop with
+//! savepoint that drains). An unbounded input never emits, as in Flink.
 //!
 //! It runs as a keyed process function: the accumulator is the key's state (checkpointed,
-//! restored and rescaled by key group like any keyed state, on either state backend), and the
-//! emission is one event-time timer per key at `MAX_WATERMARK`, registered with the key's
-//! first record. Results carry the timestamp `MAX_WATERMARK`.
+//! restored and rescaled by key group like any keyed state, on either state backend), and
+//! each key is emitted by a pass over the keys with state when the input ends
+//! ([`KeyedProcessFunction::on_end_of_input`], as Flink's operator emits in `endInput`), which
+//! hands each key's state over and frees it: no timer per key. Results carry the timestamp
+//! `MAX_WATERMARK`.
 //!
 //! ```
 //! use spate_dataflow::{AggregateFunction, DataStream};
@@ -53,9 +55,8 @@ use std::marker::PhantomData;
 use spate_types::Data;
 
 use crate::keyed::KeyedStream;
-use crate::process::{KeyedProcessFunction, ProcessContext, TimeDomain};
+use crate::process::{KeyedProcessFunction, ProcessContext};
 use crate::stream::DataStream;
-use crate::time::{Timestamp, MAX_WATERMARK};
 use crate::window::AggregateFunction;
 
 /// A keyed stream whose keys are each processed once, whole, at the end of the input
@@ -114,7 +115,7 @@ impl<K: Data + Hash + Eq, T: Data> PartitionWindowedStream<K, T> {
     }
 }
 
-/// The accumulator per key, emitted by a timer at the end of the input.
+/// The accumulator per key, emitted at the end of the input.
 struct FullAggregate<A, F, R> {
     agg: A,
     emit: F,
@@ -140,10 +141,13 @@ where
         let mut acc = self.agg.create_accumulator();
         self.agg.add(&value, &mut acc);
         *state = Some(acc);
-        ctx.register_event_time_timer(MAX_WATERMARK);
     }
 
-    fn on_timer(&self, _: Timestamp, _: TimeDomain, ctx: &mut ProcessContext<'_, K, A::Acc, R>) {
+    fn keys_at_end_of_input(&self) -> bool {
+        true
+    }
+
+    fn on_end_of_input(&self, ctx: &mut ProcessContext<'_, K, A::Acc, R>) {
         let Some(acc) = ctx.state().take() else {
             return;
         };
@@ -155,7 +159,7 @@ where
     }
 }
 
-/// The reduction per key, emitted by a timer at the end of the input.
+/// The reduction per key, emitted at the end of the input.
 struct FullReduce<F, T> {
     f: F,
     _types: PhantomData<fn() -> T>,
@@ -171,16 +175,17 @@ where
 
     fn process_element(&self, value: T, ctx: &mut ProcessContext<'_, K, T, T>) {
         let state = ctx.state();
-        match state.take() {
-            Some(prev) => *state = Some((self.f)(prev, value)),
-            None => {
-                *state = Some(value);
-                ctx.register_event_time_timer(MAX_WATERMARK);
-            }
-        }
+        *state = Some(match state.take() {
+            Some(prev) => (self.f)(prev, value),
+            None => value,
+        });
     }
 
-    fn on_timer(&self, _: Timestamp, _: TimeDomain, ctx: &mut ProcessContext<'_, K, T, T>) {
+    fn keys_at_end_of_input(&self) -> bool {
+        true
+    }
+
+    fn on_end_of_input(&self, ctx: &mut ProcessContext<'_, K, T, T>) {
         if let Some(v) = ctx.state().take() {
             ctx.collect(v);
         }

@@ -45,7 +45,9 @@ use crate::state::backend::{
     KeyedStates, PartFiles,
 };
 use crate::stream::{add_node, DataStream};
-use crate::time::{processing_time_now, Timestamp, WmGate, WmMsg, WmTracker, NO_TIMESTAMP};
+use crate::time::{
+    processing_time_now, Timestamp, WmGate, WmMsg, WmTracker, MAX_WATERMARK, NO_TIMESTAMP,
+};
 
 /// Which clock a timer follows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
@@ -337,6 +339,21 @@ pub trait KeyedProcessFunction<K, I, O>: Send + Sync + 'static {
         let _ = (timestamp, domain, ctx);
     }
 
+    /// Whether [`on_end_of_input`](Self::on_end_of_input) runs. Asked once per instance.
+    fn keys_at_end_of_input(&self) -> bool {
+        false
+    }
+
+    /// Handles the end of the input for one key with state (Flink's `endInput`, per key):
+    /// when the watermark reaches [`MAX_WATERMARK`](crate::time::MAX_WATERMARK) (a bounded
+    /// input's end, or a stop with a draining savepoint), after the timers due then, every
+    /// key that has state gets one call, in no particular order, if
+    /// [`keys_at_end_of_input`](Self::keys_at_end_of_input) says so. A function that emits
+    /// each key's result at the end of the input this way keeps no timer per key.
+    fn on_end_of_input(&self, ctx: &mut ProcessContext<'_, K, Self::State, O>) {
+        let _ = ctx;
+    }
+
     /// Ends the function on one worker's instance (Flink's `RichFunction.close`): once, after
     /// the instance's last output at the end of its input, or when the job fails (then an
     /// `Err` or a panic is ignored: the job has failed already).
@@ -507,6 +524,44 @@ where
     K: Data + Hash + Eq,
     S: serde::Serialize + serde::de::DeserializeOwned,
 {
+    /// Runs `f` on every key with state at the end of the input (see
+    /// [`KeyedProcessFunction::on_end_of_input`]).
+    fn end_of_input<I, F: KeyedProcessFunction<K, I, O, State = S>>(&mut self, f: &F) {
+        let Instance {
+            env,
+            states,
+            event_timers,
+            processing_timers,
+            watermark,
+            out,
+            sides,
+            scratch,
+        } = self;
+        let env: &OperatorEnv = env;
+        let done = states.drain_with(|key, state| {
+            if env.shared.aborted() {
+                return;
+            }
+            let mut ctx = ProcessContext {
+                env,
+                key,
+                state,
+                timestamp: *watermark,
+                watermark: *watermark,
+                event_timers,
+                processing_timers,
+                out,
+                sides,
+                scratch,
+            };
+            // A panic fails the job (the guard says so).
+            crate::function::guard(&env.shared, &env.name, || f.on_end_of_input(&mut ctx));
+        });
+        if let Err(e) = done {
+            env.shared.fail(e);
+        }
+    }
+
     /// Runs `f` on `records` with their keys' state.
     fn process<I, F: KeyedProcessFunction<K, I, O, State = S>>(
         &mut self,
@@ -739,6 +794,7 @@ where
             |f| f.open(&runtime),
             |f| f.close(),
         );
+        let at_end_of_input = f.f.keys_at_end_of_input();
         let mut next_c: u64 = 1;
         let mut stash: Vec<Held<I>> = Vec::new();
         move |frontiers| {
@@ -808,6 +864,9 @@ where
                                 inst.with_key(k, ts, |c| {
                                     f.f.on_timer(ts, TimeDomain::EventTime, c)
                                 });
+                            }
+                            if inst.watermark == MAX_WATERMARK && at_end_of_input {
+                                inst.end_of_input(&*f.f);
                             }
                         });
                     }

@@ -51,7 +51,9 @@ use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
 
 use hashbrown::hash_table::{Entry, HashTable};
-use redb::{Database, Durability, ReadableDatabase, ReadableTableMetadata, TableDefinition};
+use redb::{
+    Database, Durability, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition,
+};
 use rustc_hash::FxBuildHasher;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -246,6 +248,31 @@ where
         match self {
             KeyedStates::Memory(map) => Ok(map.with_state(key, f)),
             KeyedStates::Disk(disk) => disk.with_state(key, f),
+        }
+    }
+
+    /// Runs `f` on every key with state, handing the state over: what `f` leaves in it is
+    /// kept (as by [`with_state`](Self::with_state)). The memory backend frees each key's
+    /// entry as it goes, without copying the keys first; the disk backend reads the keys
+    /// first, then each key's state.
+    pub(crate) fn drain_with(&mut self, mut f: impl FnMut(&K, &mut Option<S>)) -> SpateResult<()> {
+        match self {
+            KeyedStates::Memory(map) => {
+                for (key, state) in std::mem::take(&mut map.table) {
+                    let mut state = Some(state);
+                    f(&key, &mut state);
+                    if let Some(state) = state {
+                        map.insert(key, state);
+                    }
+                }
+                Ok(())
+            }
+            KeyedStates::Disk(disk) => {
+                for key in disk.keys()? {
+                    disk.with_state(key, &mut f)?;
+                }
+                Ok(())
+            }
         }
     }
 }
@@ -666,6 +693,27 @@ where
         };
         self.cache.insert(key, slot);
         self.evict_if_full()
+    }
+
+    /// Every key with state (flushes first), in the order of the B-tree.
+    pub(crate) fn keys(&mut self) -> SpateResult<Vec<K>> {
+        self.flush_all()?;
+        let path = self.path();
+        let tx = self
+            .db
+            .begin_read()
+            .map_err(|e| db_err("begin a read", path, e))?;
+        let table = tx
+            .open_table(STATES)
+            .map_err(|e| db_err("open its table", path, e))?;
+        let mut keys = Vec::new();
+        for entry in table.iter().map_err(|e| db_err("read", path, e))? {
+            let (k, _) = entry.map_err(|e| db_err("read", path, e))?;
+            let key = bincode::deserialize(&k.value()[2..])
+                .map_err(|e| db_err("decode a key", path, e))?;
+            keys.push(key);
+        }
+        Ok(keys)
     }
 
     /// The number of keys with state (flushes first). For tests and metrics.
