@@ -583,7 +583,11 @@ fn a_full_window_partition_restored_after_a_failure_gives_the_failure_free_resul
     assert_eq!(expected.len(), 1000, "every key once");
     let on_disk = tmp.path().join("d");
     full_partition_run(&on_disk, 2, None, u64::MAX, small_disk()).unwrap();
-    assert_eq!(rows(&on_disk), expected, "the disk backend's keys at the end");
+    assert_eq!(
+        rows(&on_disk),
+        expected,
+        "the disk backend's keys at the end"
+    );
     let failed = full_partition_run(&out, 2, Some((&ckpt, false)), EVENTS / 2, small_disk());
     assert!(failed.is_err(), "the first run fails");
     full_partition_run(&out, 3, Some((&ckpt, true)), u64::MAX, StateBackend::Memory).unwrap();

@@ -12,9 +12,8 @@
 //! It runs as a keyed process function: the accumulator is the key's state (checkpointed,
 //! restored and rescaled by key group like any keyed state, on either state backend), and
 //! each key is emitted by a pass over the keys with state when the input ends
-//! ([`KeyedProcessFunction::on_end_of_input`], as Flink's operator emits in `endInput`), which
-//! hands each key's state over and frees it: no timer per key. Results carry the timestamp
-//! `MAX_WATERMARK`.
+//! ([`KeyedProcessFunction::on_end_of_input`]), which hands each key's state over and frees
+//! it: no timer per key. Results carry the timestamp `MAX_WATERMARK`.
 //!
 //! ```
 //! use spate_dataflow::{AggregateFunction, DataStream};

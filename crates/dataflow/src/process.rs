@@ -344,11 +344,12 @@ pub trait KeyedProcessFunction<K, I, O>: Send + Sync + 'static {
         false
     }
 
-    /// Handles the end of the input for one key with state (Flink's `endInput`, per key):
-    /// when the watermark reaches [`MAX_WATERMARK`](crate::time::MAX_WATERMARK) (a bounded
-    /// input's end, or a stop with a draining savepoint), after the timers due then, every
-    /// key that has state gets one call, in no particular order, if
-    /// [`keys_at_end_of_input`](Self::keys_at_end_of_input) says so. A function that emits
+    /// Handles the end of the input for one key with state (in the manner of Flink's
+    /// `BoundedOneInput.endInput`, per key): when the watermark reaches
+    /// [`MAX_WATERMARK`](crate::time::MAX_WATERMARK) (a bounded input's end, or a stop with a
+    /// draining savepoint), after the timers due then, every key that has state gets one
+    /// call, in no particular order, if [`keys_at_end_of_input`](Self::keys_at_end_of_input)
+    /// says so. A function that emits
     /// each key's result at the end of the input this way keeps no timer per key.
     fn on_end_of_input(&self, ctx: &mut ProcessContext<'_, K, Self::State, O>) {
         let _ = ctx;
