@@ -469,9 +469,26 @@ where
         timestamp: Timestamp,
         f: impl FnOnce(&mut ProcessContext<'_, K, S, O>) -> R,
     ) -> R {
+        let mut f = Some(f);
+        let mut result = None;
+        self.in_context(timestamp, Visit::One(key), |ctx| {
+            result = f.take().map(|f| f(ctx))
+        });
+        result.unwrap_or_default()
+    }
+
+    /// Runs `f` in the context of each key and state that `keys` visits (with the
+    /// instance's timers and outputs), unless the job has failed. A panic in `f` fails the
+    /// job with the operator's name, as does an error of the state backend.
+    fn in_context(
+        &mut self,
+        timestamp: Timestamp,
+        keys: Visit<K>,
+        mut f: impl FnMut(&mut ProcessContext<'_, K, S, O>),
+    ) {
         // After a failure (a panic in a user function, say) the job stops: call no more.
         if self.env.shared.aborted() {
-            return R::default();
+            return;
         }
         let Instance {
             env,
@@ -484,7 +501,10 @@ where
             scratch,
         } = self;
         let env: &OperatorEnv = env;
-        let done = states.with_state(key, |key, state| {
+        let done = keys.visit(states, |key, state| {
+            if env.shared.aborted() {
+                return;
+            }
             let mut ctx = ProcessContext {
                 env,
                 key,
@@ -497,14 +517,35 @@ where
                 sides,
                 scratch,
             };
-            crate::function::guard(&env.shared, &env.name, || f(&mut ctx))
+            // A panic fails the job (the guard says so).
+            crate::function::guard(&env.shared, &env.name, || f(&mut ctx));
         });
-        match done {
-            Ok(result) => result.unwrap_or_default(),
-            Err(e) => {
-                env.shared.fail(e);
-                R::default()
-            }
+        if let Err(e) = done {
+            env.shared.fail(e);
+        }
+    }
+}
+
+/// Which keys [`Instance::in_context`] visits.
+enum Visit<K> {
+    /// One key, with its state in place.
+    One(K),
+    /// Every key with state, its state handed over ([`KeyedStates::drain_with`]).
+    Every,
+}
+
+impl<K> Visit<K>
+where
+    K: Hash + Eq + Clone + serde::Serialize + serde::de::DeserializeOwned,
+{
+    fn visit<S: serde::Serialize + serde::de::DeserializeOwned>(
+        self,
+        states: &mut KeyedStates<K, S>,
+        f: impl FnMut(&K, &mut Option<S>),
+    ) -> SpateResult<()> {
+        match self {
+            Visit::One(key) => states.with_state(key, f),
+            Visit::Every => states.drain_with(f),
         }
     }
 }
@@ -528,39 +569,8 @@ where
     /// Runs `f` on every key with state at the end of the input (see
     /// [`KeyedProcessFunction::on_end_of_input`]).
     fn end_of_input<I, F: KeyedProcessFunction<K, I, O, State = S>>(&mut self, f: &F) {
-        let Instance {
-            env,
-            states,
-            event_timers,
-            processing_timers,
-            watermark,
-            out,
-            sides,
-            scratch,
-        } = self;
-        let env: &OperatorEnv = env;
-        let done = states.drain_with(|key, state| {
-            if env.shared.aborted() {
-                return;
-            }
-            let mut ctx = ProcessContext {
-                env,
-                key,
-                state,
-                timestamp: *watermark,
-                watermark: *watermark,
-                event_timers,
-                processing_timers,
-                out,
-                sides,
-                scratch,
-            };
-            // A panic fails the job (the guard says so).
-            crate::function::guard(&env.shared, &env.name, || f.on_end_of_input(&mut ctx));
-        });
-        if let Err(e) = done {
-            env.shared.fail(e);
-        }
+        let at = self.watermark;
+        self.in_context(at, Visit::Every, |ctx| f.on_end_of_input(ctx));
     }
 
     /// Runs `f` on `records` with their keys' state.

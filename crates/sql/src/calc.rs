@@ -186,42 +186,7 @@ impl Shared {
     }
 
     fn rewrite_children(&mut self, e: &Scalar) -> Scalar {
-        let mut s = |x: &Scalar| Box::new(self.rewrite(x));
-        match e {
-            Scalar::Col(_) | Scalar::Lit(_) | Scalar::ProcTime => e.clone(),
-            Scalar::Field(x, i) => Scalar::Field(s(x), *i),
-            Scalar::Not(x) => Scalar::Not(s(x)),
-            Scalar::Neg(x) => Scalar::Neg(s(x)),
-            Scalar::IsNull(x, n) => Scalar::IsNull(s(x), *n),
-            Scalar::Cast(x, a, b) => Scalar::Cast(s(x), a.clone(), b.clone()),
-            Scalar::InList(x, l, n) => Scalar::InList(s(x), l.clone(), *n),
-            Scalar::Arith(op, k, a, b) => {
-                let a = s(a);
-                Scalar::Arith(*op, *k, a, s(b))
-            }
-            Scalar::Cmp(op, k, a, b) => {
-                let a = s(a);
-                Scalar::Cmp(*op, *k, a, s(b))
-            }
-            Scalar::And(a, b) => {
-                let a = s(a);
-                Scalar::And(a, s(b))
-            }
-            Scalar::Or(a, b) => {
-                let a = s(a);
-                Scalar::Or(a, s(b))
-            }
-            Scalar::Case(branches, otherwise) => {
-                let branches = branches
-                    .iter()
-                    .map(|(c, v)| (self.rewrite(c), self.rewrite(v)))
-                    .collect();
-                Scalar::Case(branches, Box::new(self.rewrite(otherwise)))
-            }
-            Scalar::Call(func, args) => {
-                Scalar::Call(func.clone(), args.iter().map(|a| self.rewrite(a)).collect())
-            }
-        }
+        e.map_operands(&mut |x| self.rewrite(x))
     }
 }
 

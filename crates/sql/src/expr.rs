@@ -1074,6 +1074,42 @@ impl Scalar {
         }
     }
 
+    /// The expression with each direct operand replaced by `f` of it, in order (a leaf is
+    /// cloned).
+    pub fn map_operands(&self, f: &mut dyn FnMut(&Scalar) -> Scalar) -> Scalar {
+        let mut s = |x: &Scalar| Box::new(f(x));
+        match self {
+            Scalar::Col(_) | Scalar::Lit(_) | Scalar::ProcTime => self.clone(),
+            Scalar::Field(x, i) => Scalar::Field(s(x), *i),
+            Scalar::Not(x) => Scalar::Not(s(x)),
+            Scalar::Neg(x) => Scalar::Neg(s(x)),
+            Scalar::IsNull(x, n) => Scalar::IsNull(s(x), *n),
+            Scalar::Cast(x, a, b) => Scalar::Cast(s(x), a.clone(), b.clone()),
+            Scalar::InList(x, l, n) => Scalar::InList(s(x), l.clone(), *n),
+            Scalar::Arith(op, k, a, b) => {
+                let a = s(a);
+                Scalar::Arith(*op, *k, a, s(b))
+            }
+            Scalar::Cmp(op, k, a, b) => {
+                let a = s(a);
+                Scalar::Cmp(*op, *k, a, s(b))
+            }
+            Scalar::And(a, b) => {
+                let a = s(a);
+                Scalar::And(a, s(b))
+            }
+            Scalar::Or(a, b) => {
+                let a = s(a);
+                Scalar::Or(a, s(b))
+            }
+            Scalar::Case(branches, otherwise) => {
+                let branches = branches.iter().map(|(c, v)| (f(c), f(v))).collect();
+                Scalar::Case(branches, Box::new(f(otherwise)))
+            }
+            Scalar::Call(func, args) => Scalar::Call(func.clone(), args.iter().map(f).collect()),
+        }
+    }
+
     /// The value on `row` of an operand of another expression: borrowed where it stands (a
     /// column, a nested field, a constant), computed otherwise. The operator reads it
     /// without a clone.

@@ -1305,32 +1305,9 @@ fn shift(e: &Scalar, by: usize) -> Scalar {
 
 /// `e` with each column `i` replaced by `f(i)`.
 fn map_columns(e: &Scalar, f: &dyn Fn(usize) -> Scalar) -> Scalar {
-    let s = |x: &Scalar| Box::new(map_columns(x, f));
     match e {
         Scalar::Col(i) => f(*i),
-        Scalar::Lit(d) => Scalar::Lit(d.clone()),
-        Scalar::ProcTime => Scalar::ProcTime,
-        Scalar::Field(x, i) => Scalar::Field(s(x), *i),
-        Scalar::Not(x) => Scalar::Not(s(x)),
-        Scalar::Neg(x) => Scalar::Neg(s(x)),
-        Scalar::IsNull(x, n) => Scalar::IsNull(s(x), *n),
-        Scalar::Cast(x, a, b) => Scalar::Cast(s(x), a.clone(), b.clone()),
-        Scalar::InList(x, l, n) => Scalar::InList(s(x), l.clone(), *n),
-        Scalar::Arith(op, k, a, b) => Scalar::Arith(*op, *k, s(a), s(b)),
-        Scalar::Cmp(op, k, a, b) => Scalar::Cmp(*op, *k, s(a), s(b)),
-        Scalar::And(a, b) => Scalar::And(s(a), s(b)),
-        Scalar::Or(a, b) => Scalar::Or(s(a), s(b)),
-        Scalar::Case(branches, otherwise) => Scalar::Case(
-            branches
-                .iter()
-                .map(|(c, v)| (map_columns(c, f), map_columns(v, f)))
-                .collect(),
-            s(otherwise),
-        ),
-        Scalar::Call(func, args) => Scalar::Call(
-            func.clone(),
-            args.iter().map(|a| map_columns(a, f)).collect(),
-        ),
+        e => e.map_operands(&mut |x| map_columns(x, f)),
     }
 }
 

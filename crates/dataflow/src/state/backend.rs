@@ -697,6 +697,23 @@ where
 
     /// Every key with state (flushes first), in the order of the B-tree.
     pub(crate) fn keys(&mut self) -> SpateResult<Vec<K>> {
+        self.read(|table, path| {
+            let mut keys = Vec::new();
+            for entry in table.iter().map_err(|e| db_err("read", path, e))? {
+                let (k, _) = entry.map_err(|e| db_err("read", path, e))?;
+                let key = bincode::deserialize(&k.value()[2..])
+                    .map_err(|e| db_err("decode a key", path, e))?;
+                keys.push(key);
+            }
+            Ok(keys)
+        })
+    }
+
+    /// Runs `f` on the B-tree's table of states, once every cached change is in it.
+    fn read<R>(
+        &mut self,
+        f: impl FnOnce(&redb::ReadOnlyTable<&'static [u8], &'static [u8]>, &Path) -> SpateResult<R>,
+    ) -> SpateResult<R> {
         self.flush_all()?;
         let path = self.path();
         let tx = self
@@ -706,29 +723,13 @@ where
         let table = tx
             .open_table(STATES)
             .map_err(|e| db_err("open its table", path, e))?;
-        let mut keys = Vec::new();
-        for entry in table.iter().map_err(|e| db_err("read", path, e))? {
-            let (k, _) = entry.map_err(|e| db_err("read", path, e))?;
-            let key = bincode::deserialize(&k.value()[2..])
-                .map_err(|e| db_err("decode a key", path, e))?;
-            keys.push(key);
-        }
-        Ok(keys)
+        f(&table, path)
     }
 
     /// The number of keys with state (flushes first). For tests and metrics.
     #[cfg(test)]
     pub(crate) fn len(&mut self) -> SpateResult<u64> {
-        self.flush_all()?;
-        let path = self.path();
-        let tx = self
-            .db
-            .begin_read()
-            .map_err(|e| db_err("begin a read", path, e))?;
-        let table = tx
-            .open_table(STATES)
-            .map_err(|e| db_err("open its table", path, e))?;
-        table.len().map_err(|e| db_err("count", path, e))
+        self.read(|table, path| table.len().map_err(|e| db_err("count", path, e)))
     }
 }
 
