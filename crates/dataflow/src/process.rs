@@ -42,7 +42,7 @@ use crate::plan::{Epoch, ErasedStream, Flow, NodeKind, TStream, WStream};
 use crate::side::{Caps, SideOuts};
 use crate::state::backend::{
     decode_chain_part, encode_chain_part, hash_key, read_records, stored_key_group, ChainPart,
-    KeyedStates, PartFiles,
+    Drain, KeyedStates, PartFiles,
 };
 use crate::stream::{add_node, DataStream};
 use crate::time::{
@@ -479,16 +479,17 @@ where
 
     /// Runs `f` in the context of each key and state that `keys` visits (with the
     /// instance's timers and outputs), unless the job has failed. A panic in `f` fails the
-    /// job with the operator's name, as does an error of the state backend.
+    /// job with the operator's name, as does an error of the state backend. Returns whether
+    /// a pass has keys left.
     fn in_context(
         &mut self,
         timestamp: Timestamp,
-        keys: Visit<K>,
+        keys: Visit<'_, K, S>,
         mut f: impl FnMut(&mut ProcessContext<'_, K, S, O>),
-    ) {
+    ) -> bool {
         // After a failure (a panic in a user function, say) the job stops: call no more.
         if self.env.shared.aborted() {
-            return;
+            return false;
         }
         let Instance {
             env,
@@ -520,35 +521,50 @@ where
             // A panic fails the job (the guard says so).
             crate::function::guard(&env.shared, &env.name, || f(&mut ctx));
         });
-        if let Err(e) = done {
-            env.shared.fail(e);
+        match done {
+            Ok(more) => more,
+            Err(e) => {
+                env.shared.fail(e);
+                false
+            }
         }
     }
 }
 
 /// Which keys [`Instance::in_context`] visits.
-enum Visit<K> {
+enum Visit<'d, K, S> {
     /// One key, with its state in place.
     One(K),
-    /// Every key with state, its state handed over ([`KeyedStates::drain_with`]).
-    Every,
+    /// Up to this many more keys of a pass over every key with state, each state handed over
+    /// ([`KeyedStates::drain_some`]).
+    Drain(&'d mut Drain<K, S>, usize),
 }
 
-impl<K> Visit<K>
+impl<K, S> Visit<'_, K, S>
 where
     K: Hash + Eq + Clone + serde::Serialize + serde::de::DeserializeOwned,
+    S: serde::Serialize + serde::de::DeserializeOwned,
 {
-    fn visit<S: serde::Serialize + serde::de::DeserializeOwned>(
+    /// Runs `f` on the keys; returns whether a pass has keys left.
+    fn visit(
         self,
         states: &mut KeyedStates<K, S>,
         f: impl FnMut(&K, &mut Option<S>),
-    ) -> SpateResult<()> {
+    ) -> SpateResult<bool> {
         match self {
-            Visit::One(key) => states.with_state(key, f),
-            Visit::Every => states.drain_with(f),
+            Visit::One(key) => states.with_state(key, f).map(|()| false),
+            Visit::Drain(drain, n) => states.drain_some(drain, n, f),
         }
     }
 }
+
+/// Keys a pass at the end of the input hands to the function before it lets the operators
+/// after it run (their outputs wait in a channel until then).
+const KEYS_PER_STEP: usize = 1024;
+
+/// A pass at the end of the input under way: the capabilities and the watermark that wait
+/// for it, and the keys left.
+type Ending<K, S> = (Caps, WmMsg, Drain<K, S>);
 
 /// Records held back past a checkpoint cut, with the capabilities of their epoch.
 type Held<I> = (Caps, Vec<(Timestamp, I)>);
@@ -566,11 +582,17 @@ where
     K: Data + Hash + Eq,
     S: serde::Serialize + serde::de::DeserializeOwned,
 {
-    /// Runs `f` on every key with state at the end of the input (see
-    /// [`KeyedProcessFunction::on_end_of_input`]).
-    fn end_of_input<I, F: KeyedProcessFunction<K, I, O, State = S>>(&mut self, f: &F) {
+    /// Runs `f` on the next keys of a pass at the end of the input (see
+    /// [`KeyedProcessFunction::on_end_of_input`]); returns whether keys are left.
+    fn end_of_input<I, F: KeyedProcessFunction<K, I, O, State = S>>(
+        &mut self,
+        f: &F,
+        drain: &mut Drain<K, S>,
+    ) -> bool {
         let at = self.watermark;
-        self.in_context(at, Visit::Every, |ctx| f.on_end_of_input(ctx));
+        self.in_context(at, Visit::Drain(drain, KEYS_PER_STEP), |ctx| {
+            f.on_end_of_input(ctx)
+        })
     }
 
     /// Runs `f` on `records` with their keys' state.
@@ -806,6 +828,7 @@ where
             |f| f.close(),
         );
         let at_end_of_input = f.f.keys_at_end_of_input();
+        let mut ending: Option<Ending<K, F::State>> = None;
         let mut next_c: u64 = 1;
         let mut stash: Vec<Held<I>> = Vec::new();
         move |frontiers| {
@@ -826,6 +849,21 @@ where
                     }
                     inst.sides.flush($caps);
                 };
+            }
+            // A pass at the end of the input goes on a step at a time, and nothing else runs
+            // meanwhile (no record, no watermark, no cut: its keys are out of the state).
+            // Its watermark follows its last outputs.
+            if let Some((caps, _, drain)) = ending.as_mut() {
+                let mut more = false;
+                f.f.batch_scope(&mut || more = inst.end_of_input(&*f.f, drain));
+                emit!(caps.port(0), &*caps);
+                if more {
+                    activator.activate();
+                    return;
+                }
+                let (caps, next, _) = ending.take().expect("a pass under way");
+                cells.watermarks(inst.watermark, next.wm);
+                wm_out.session(caps.port(1)).give(next);
             }
             // Records: each with its key's state, at the current watermark. With
             // checkpoints, records at or after the next cut wait until it is taken.
@@ -864,7 +902,8 @@ where
             }
             loop {
                 let limit = open.map_or(Epoch::MAX, |_| boundary(next_c));
-                for (caps, msg) in gate.ready(data_frontier, limit) {
+                let mut ready = gate.ready(data_frontier, limit).into_iter();
+                while let Some((caps, msg)) = ready.next() {
                     let Some(next) = tracker.update(&msg) else {
                         continue;
                     };
@@ -876,10 +915,21 @@ where
                                     f.f.on_timer(ts, TimeDomain::EventTime, c)
                                 });
                             }
-                            if inst.watermark == MAX_WATERMARK && at_end_of_input {
-                                inst.end_of_input(&*f.f);
-                            }
                         });
+                        if inst.watermark == MAX_WATERMARK && at_end_of_input {
+                            // The pass starts at the next activation, after these outputs
+                            // have gone; the messages after this one wait for its end.
+                            emit!(caps.port(0), &caps);
+                            match inst.states.start_drain() {
+                                Ok(drain) => ending = Some((caps, next, drain)),
+                                Err(e) => inst.env.shared.fail(e),
+                            }
+                            for (caps, msg) in ready {
+                                gate.push(caps, msg);
+                            }
+                            activator.activate();
+                            return;
+                        }
                     }
                     emit!(caps.port(0), &caps);
                     if !next.idle {

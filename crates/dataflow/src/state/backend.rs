@@ -251,30 +251,53 @@ where
         }
     }
 
-    /// Runs `f` on every key with state, handing the state over: what `f` leaves in it is
-    /// kept (as by [`with_state`](Self::with_state)). The memory backend frees each key's
-    /// entry as it goes, without copying the keys first; the disk backend reads the keys
-    /// first, then each key's state.
-    pub(crate) fn drain_with(&mut self, mut f: impl FnMut(&K, &mut Option<S>)) -> SpateResult<()> {
-        match self {
-            KeyedStates::Memory(map) => {
-                for (key, state) in std::mem::take(&mut map.table) {
+    /// Starts a pass over every key with state that hands each state over
+    /// ([`drain_some`](Self::drain_some)). The memory backend takes its table whole, so keys
+    /// that get state during the pass are not in it; the disk backend reads its keys first.
+    pub(crate) fn start_drain(&mut self) -> SpateResult<Drain<K, S>> {
+        Ok(match self {
+            KeyedStates::Memory(map) => Drain::Memory(std::mem::take(&mut map.table).into_iter()),
+            KeyedStates::Disk(disk) => Drain::Disk(disk.keys()?.into_iter()),
+        })
+    }
+
+    /// Runs `f` on up to `n` more keys of `drain`, handing each state over: what `f` leaves
+    /// in it is kept (as by [`with_state`](Self::with_state)). The memory backend frees
+    /// each key's entry as it goes. Returns whether keys remain.
+    pub(crate) fn drain_some(
+        &mut self,
+        drain: &mut Drain<K, S>,
+        n: usize,
+        mut f: impl FnMut(&K, &mut Option<S>),
+    ) -> SpateResult<bool> {
+        match (self, drain) {
+            (KeyedStates::Memory(map), Drain::Memory(entries)) => {
+                for (key, state) in entries.by_ref().take(n) {
                     let mut state = Some(state);
                     f(&key, &mut state);
                     if let Some(state) = state {
                         map.insert(key, state);
                     }
                 }
-                Ok(())
+                Ok(entries.len() > 0)
             }
-            KeyedStates::Disk(disk) => {
-                for key in disk.keys()? {
+            (KeyedStates::Disk(disk), Drain::Disk(keys)) => {
+                for key in keys.by_ref().take(n) {
                     disk.with_state(key, &mut f)?;
                 }
-                Ok(())
+                Ok(keys.len() > 0)
             }
+            _ => Err(SpateError::Internal(
+                "a pass over the keys of one state backend met another".into(),
+            )),
         }
     }
+}
+
+/// A pass over every key with state, under way (see [`KeyedStates::start_drain`]).
+pub(crate) enum Drain<K, S> {
+    Memory(hashbrown::hash_table::IntoIter<(K, S)>),
+    Disk(std::vec::IntoIter<K>),
 }
 
 /// The disk backend of one operator instance.
