@@ -104,7 +104,11 @@ pub(crate) fn hash_key<K: Hash>(key: &K) -> u64 {
     FxBuildHasher.hash_one(key)
 }
 
-/// The memory backend: one hash table of keys and their states.
+/// The memory backend: hash tables of keys and their states, [`PARTS`] of them, each key in
+/// the one that bits of its hash pick (as Flink's heap backend keeps a table per key group).
+/// A table that grows rehashes its own keys only, so the growth of a large state never holds
+/// two copies of all of it at once, nor stalls the operator while it moves every key; and the
+/// pass at the end of the input frees each table as it finishes with it.
 ///
 /// An access hashes and probes once. A key's entry stays in its bucket while the function
 /// runs: the entry is moved out to the function's `&mut Option<S>` and written back into the
@@ -113,13 +117,27 @@ pub(crate) fn hash_key<K: Hash>(key: &K) -> u64 {
 /// the function write the bucket itself, but would cost 8 bytes per key for states without a
 /// spare niche (numbers, tuples of numbers: most rolling aggregates).
 pub(crate) struct MemoryStates<K, S> {
-    table: HashTable<(K, S)>,
+    tables: Box<[HashTable<(K, S)>]>,
+}
+
+/// The memory backend's number of tables.
+const PARTS: usize = 64;
+
+/// The table of a key's hash: bits that a table's probing does not use (it takes the low
+/// bits for the bucket and the top seven for the tag it compares).
+#[inline]
+fn part(hash: u64) -> usize {
+    (hash >> 40) as usize % PARTS
+}
+
+fn empty_tables<T>() -> Box<[HashTable<T>]> {
+    (0..PARTS).map(|_| HashTable::new()).collect()
 }
 
 impl<K, S> Default for MemoryStates<K, S> {
     fn default() -> Self {
         MemoryStates {
-            table: HashTable::new(),
+            tables: empty_tables(),
         }
     }
 }
@@ -129,10 +147,7 @@ impl<K: Hash + Eq, S> MemoryStates<K, S> {
     #[inline]
     pub(crate) fn with_state<R>(&mut self, key: K, f: impl FnOnce(&K, &mut Option<S>) -> R) -> R {
         let hash = hash_key(&key);
-        match self
-            .table
-            .entry(hash, |(k, _)| *k == key, |(k, _)| hash_key(k))
-        {
+        match self.tables[part(hash)].entry(hash, |(k, _)| *k == key, |(k, _)| hash_key(k)) {
             Entry::Occupied(entry) => {
                 let mut result = None;
                 entry.replace_entry_with(|(k, s)| {
@@ -156,10 +171,7 @@ impl<K: Hash + Eq, S> MemoryStates<K, S> {
     /// Sets the state of `key` (a restore).
     pub(crate) fn insert(&mut self, key: K, state: S) {
         let hash = hash_key(&key);
-        match self
-            .table
-            .entry(hash, |(k, _)| *k == key, |(k, _)| hash_key(k))
-        {
+        match self.tables[part(hash)].entry(hash, |(k, _)| *k == key, |(k, _)| hash_key(k)) {
             Entry::Occupied(mut entry) => entry.get_mut().1 = state,
             Entry::Vacant(entry) => {
                 entry.insert((key, state));
@@ -169,20 +181,55 @@ impl<K: Hash + Eq, S> MemoryStates<K, S> {
 
     /// Deletes the state of `key` (a restored deletion).
     pub(crate) fn remove(&mut self, key: &K) {
-        if let Ok(entry) = self.table.find_entry(hash_key(key), |(k, _)| k == key) {
+        let hash = hash_key(key);
+        if let Ok(entry) = self.tables[part(hash)].find_entry(hash, |(k, _)| k == key) {
             entry.remove();
         }
     }
 
     /// Every key and its state, in no particular order.
     pub(crate) fn iter(&self) -> impl Iterator<Item = (&K, &S)> {
-        self.table.iter().map(|(k, s)| (k, s))
+        self.tables.iter().flatten().map(|(k, s)| (k, s))
     }
 
     /// The number of keys with state.
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
-        self.table.len()
+        self.tables.iter().map(HashTable::len).sum()
+    }
+}
+
+/// The memory backend's keys and states, handed over table by table (see
+/// [`KeyedStates::start_drain`]); a table is freed once its last key is.
+pub(crate) struct MemoryDrain<K, S> {
+    tables: std::vec::IntoIter<HashTable<(K, S)>>,
+    current: hashbrown::hash_table::IntoIter<(K, S)>,
+}
+
+impl<K, S> MemoryDrain<K, S> {
+    fn new(tables: Box<[HashTable<(K, S)>]>) -> Self {
+        MemoryDrain {
+            tables: tables.into_vec().into_iter(),
+            current: HashTable::new().into_iter(),
+        }
+    }
+
+    /// Whether keys are left.
+    fn any_left(&self) -> bool {
+        self.current.len() > 0 || self.tables.as_slice().iter().any(|t| !t.is_empty())
+    }
+}
+
+impl<K, S> Iterator for MemoryDrain<K, S> {
+    type Item = (K, S);
+
+    fn next(&mut self) -> Option<(K, S)> {
+        loop {
+            if let Some(entry) = self.current.next() {
+                return Some(entry);
+            }
+            self.current = self.tables.next()?.into_iter();
+        }
     }
 }
 
@@ -252,11 +299,14 @@ where
     }
 
     /// Starts a pass over every key with state that hands each state over
-    /// ([`drain_some`](Self::drain_some)). The memory backend takes its table whole, so keys
+    /// ([`drain_some`](Self::drain_some)). The memory backend takes its tables whole, so keys
     /// that get state during the pass are not in it; the disk backend reads its keys first.
     pub(crate) fn start_drain(&mut self) -> SpateResult<Drain<K, S>> {
         Ok(match self {
-            KeyedStates::Memory(map) => Drain::Memory(std::mem::take(&mut map.table).into_iter()),
+            KeyedStates::Memory(map) => Drain::Memory(MemoryDrain::new(std::mem::replace(
+                &mut map.tables,
+                empty_tables(),
+            ))),
             KeyedStates::Disk(disk) => Drain::Disk(disk.keys()?.into_iter()),
         })
     }
@@ -279,7 +329,7 @@ where
                         map.insert(key, state);
                     }
                 }
-                Ok(entries.len() > 0)
+                Ok(entries.any_left())
             }
             (KeyedStates::Disk(disk), Drain::Disk(keys)) => {
                 for key in keys.by_ref().take(n) {
@@ -296,7 +346,7 @@ where
 
 /// A pass over every key with state, under way (see [`KeyedStates::start_drain`]).
 pub(crate) enum Drain<K, S> {
-    Memory(hashbrown::hash_table::IntoIter<(K, S)>),
+    Memory(MemoryDrain<K, S>),
     Disk(std::vec::IntoIter<K>),
 }
 
