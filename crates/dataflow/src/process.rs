@@ -349,8 +349,9 @@ pub trait KeyedProcessFunction<K, I, O>: Send + Sync + 'static {
     /// [`MAX_WATERMARK`](crate::time::MAX_WATERMARK) (a bounded input's end, or a stop with a
     /// draining savepoint), after the timers due then, every key that has state gets one
     /// call, in no particular order, if [`keys_at_end_of_input`](Self::keys_at_end_of_input)
-    /// says so. A function that emits
-    /// each key's result at the end of the input this way keeps no timer per key.
+    /// says so. A function that emits each key's result at the end of the input this way
+    /// keeps no timer per key. The pass goes a step of keys at a time, and the operators
+    /// after it run between steps; the watermark follows the pass's last outputs.
     fn on_end_of_input(&self, ctx: &mut ProcessContext<'_, K, Self::State, O>) {
         let _ = ctx;
     }
