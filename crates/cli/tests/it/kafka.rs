@@ -207,7 +207,10 @@ fn kafka_to_kafka_is_exactly_once_through_kill_9_and_fail_points() {
         ])
         .env(
             "SPATE_FAILPOINTS",
-            "kafka.after_pre_commit:3,kafka.before_commit:6,kafka.after_recovery_commit:1",
+            // Each point fires once over all runs, at its Nth hit in one process: a process
+            // killed early never gets there, so the counts are low enough for the job's
+            // last processes to reach them however fast the machine runs the job.
+            "kafka.after_pre_commit:2,kafka.before_commit:3,kafka.after_recovery_commit:1",
         )
         .env("SPATE_FAILPOINT_DIR", &failpoints)
         .stdout(Stdio::null())
