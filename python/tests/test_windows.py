@@ -7,7 +7,8 @@ import pytest
 import spate.expr
 
 from spate import Duration, Row, StreamExecutionEnvironment, WatermarkStrategy, agg, col
-from spate.window import SlidingEventTimeWindows, TumblingEventTimeWindows
+from spate.window import (EventTimeSessionWindows, SlidingEventTimeWindows,
+                          TumblingEventTimeWindows)
 
 
 def events(n=500):
@@ -215,3 +216,74 @@ def test_a_full_window_partition_reduces_and_aggregates_in_python(env):
     # Each key's last record, once.
     assert sorted((r.key, r.ts) for r in last) == sorted(
         (k, max(r.ts for r in rows if r.key == k)) for k in prices)
+
+
+def mixed_rows(n=240):
+    # Integers, floats and booleans, with nulls, on 4 keys.
+    out = []
+    for i in range(n):
+        out.append(Row(key=i % 4, n=(i * 37) % 101 - 50,
+                       x=None if i % 5 == 0 else ((i * 13) % 7 if i % 3 else (i % 11) / 4),
+                       b=i % 3 == 0, ts=(i * 7919) % 5000))
+    return out
+
+
+AGGS = [agg.count().alias("c"), agg.sum("n"), agg.sum("x"), agg.sum("b"), agg.min("n"),
+        agg.max("x"), agg.avg("n"), agg.avg("x"), agg.collect_list("n")]
+
+
+def oracle(rows):
+    xs = [r.x for r in rows if r.x is not None]
+    return (len(rows), sum(r.n for r in rows), sum(xs) if xs else None,
+            sum(r.b for r in rows), min(r.n for r in rows), max(xs) if xs else None,
+            round(sum(r.n for r in rows) / len(rows), 9),
+            round(sum(xs) / len(xs), 9) if xs else None, sorted(r.n for r in rows))
+
+
+def result(r):
+    return (r.c, r.sum_n, r.sum_x, r.sum_b, r.min_n, r.max_x, round(r.avg_n, 9),
+            None if r.avg_x is None else round(r.avg_x, 9), sorted(r.collect_list_n))
+
+
+def test_built_in_aggregates_over_a_full_partition_match_python(env):
+    rows = mixed_rows()
+    out = (env.from_collection(rows).key_by("key").full_window_partition()
+           .aggregate(*AGGS, agg.first("n"), agg.last("n"), agg.arg_max("n"))
+           .execute_and_collect())
+    got = {r.key: result(r) + (r.first_n, r.last_n, r.arg_max_n) for r in out}
+    want = {}
+    for k in range(4):
+        mine = [r for r in rows if r.key == k]
+        best = max(mine, key=lambda r: r.n)  # the first of the greatest
+        want[k] = oracle(mine) + (mine[0].n, mine[-1].n, best)
+    assert got == want
+    # A sum of integers stays an integer, with a float it is a float, as in Python.
+    assert all(isinstance(r[1], int) and isinstance(r[3], int) for r in got.values())
+    assert all(isinstance(r[2], float) for r in got.values())
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_built_in_aggregates_merge_with_session_windows(workers):
+    # Out of order, so sessions merge and their accumulators with them.
+    rows = mixed_rows()
+    env = StreamExecutionEnvironment.get_execution_environment().set_parallelism(workers)
+    env.set_rest(False)
+    strategy = (WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_seconds(10))
+                .with_timestamp_assigner(col("ts")))
+    gap = 60
+    out = (env.from_collection(rows).assign_timestamps_and_watermarks(strategy)
+           .key_by("key").window(EventTimeSessionWindows.with_gap(Duration.of_millis(gap)))
+           .aggregate(*AGGS).execute_and_collect())
+    got = sorted((r.key, r.window_start, r.window_end) + result(r) for r in out)
+    want = []
+    for k in range(4):
+        mine = sorted((r for r in rows if r.key == k), key=lambda r: r.ts)
+        session = [mine[0]]
+        for r in mine[1:] + [None]:
+            if r is not None and r.ts < session[-1].ts + gap:
+                session.append(r)
+                continue
+            want.append((k, session[0].ts, session[-1].ts + gap) + oracle(session))
+            session = [r]
+    assert len(want) < len(rows)  # sessions did merge records
+    assert got == sorted(want)

@@ -73,19 +73,68 @@ impl AggSpec {
     }
 }
 
-/// One aggregate's accumulator.
+/// One aggregate's accumulator: 16 bytes, so that one aggregate's accumulators sit inline in
+/// its key's state (see [`Accs`]), with no allocation for `count`, `sum` or `avg`. A value that
+/// is a whole record (`min`, `max`, `first`, `last`) or several (`collect_list`, `arg_max`) is
+/// boxed.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum Acc {
     Count(u64),
-    /// The sum so far (`None` before the first non-null value).
-    Sum(Option<Rec>),
+    /// A sum before its first non-null value.
+    SumEmpty,
+    /// A sum of integers so far.
+    SumInt(i64),
+    /// A sum with a float in it so far.
+    SumFloat(f64),
     /// The least or greatest value, the first or last value.
-    One(Option<Rec>),
-    Avg(f64, u64),
-    List(Vec<Rec>),
-    /// The extreme value and its record (boxed: an accumulator stays small, 48 bytes, for the
-    /// common aggregates, as it is kept per key and window).
+    One(Option<Box<Rec>>),
+    /// The total and the number of values of an average.
+    Avg(Box<(f64, u64)>),
+    List(Box<Vec<Rec>>),
+    /// The extreme value and its record.
     Arg(Option<Box<(Rec, Rec)>>),
+}
+
+/// The accumulators of one window function's aggregates: inline when there is one (24
+/// bytes, with a niche, so that a key's `Option<Accs>` costs nothing more).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum Accs {
+    One(Acc),
+    Many(Vec<Acc>),
+}
+
+impl Accs {
+    fn as_slice(&self) -> &[Acc] {
+        match self {
+            Accs::One(a) => std::slice::from_ref(a),
+            Accs::Many(v) => v,
+        }
+    }
+
+    fn as_mut_slice(&mut self) -> &mut [Acc] {
+        match self {
+            Accs::One(a) => std::slice::from_mut(a),
+            Accs::Many(v) => v,
+        }
+    }
+
+    fn into_vec(self) -> Vec<Acc> {
+        match self {
+            Accs::One(a) => vec![a],
+            Accs::Many(v) => v,
+        }
+    }
+}
+
+impl FromIterator<Acc> for Accs {
+    fn from_iter<I: IntoIterator<Item = Acc>>(items: I) -> Self {
+        let mut items = items.into_iter();
+        match (items.next(), items.next()) {
+            (Some(a), None) => Accs::One(a),
+            (None, _) => Accs::Many(Vec::new()),
+            (Some(a), Some(b)) => Accs::Many([a, b].into_iter().chain(items).collect()),
+        }
+    }
 }
 
 /// The aggregates of one window function.
@@ -135,65 +184,79 @@ fn eval(e: &Expr, r: &Rec) -> Rec {
     e.eval(r).unwrap_or_else(|m| std::panic::panic_any(m))
 }
 
-fn add_numbers(a: Rec, b: &Rec) -> Rec {
-    match (&a, b) {
-        (Rec::Int(x), Rec::Int(y)) => Rec::Int(x.wrapping_add(*y)),
-        _ => match (a.as_f64(), b.as_f64()) {
-            (Some(x), Some(y)) => Rec::Float(x + y),
-            _ => std::panic::panic_any(format!(
-                "sum: {} and {} are not numbers",
-                a.type_name(),
-                b.type_name()
-            )),
-        },
+/// Adds `v` to a sum: integers wrap as `i64`s; a float makes the sum a float.
+fn add_to_sum(sum: &mut Acc, v: &Rec) {
+    let as_int;
+    let v = match v {
+        Rec::Bool(b) => {
+            as_int = Rec::Int(i64::from(*b)); // as Python's `sum([True])` is `1`
+            &as_int
+        }
+        v => v,
+    };
+    *sum = match (&*sum, v) {
+        (Acc::SumEmpty, Rec::Int(y)) => Acc::SumInt(*y),
+        (Acc::SumInt(x), Rec::Int(y)) => Acc::SumInt(x.wrapping_add(*y)),
+        (Acc::SumEmpty, v) => Acc::SumFloat(v.as_f64().unwrap_or_else(|| not_a_number(v))),
+        (Acc::SumInt(x), v) => {
+            Acc::SumFloat(*x as f64 + v.as_f64().unwrap_or_else(|| not_a_number(v)))
+        }
+        (Acc::SumFloat(x), v) => Acc::SumFloat(x + v.as_f64().unwrap_or_else(|| not_a_number(v))),
+        _ => unreachable!("a sum's accumulator"),
+    }
+}
+
+fn not_a_number(v: &Rec) -> ! {
+    std::panic::panic_any(format!("sum: {} is not a number", v.type_name()))
+}
+
+/// Sets a `min`/`max`/`last` accumulator, reusing its box.
+fn set_one(cur: &mut Option<Box<Rec>>, v: Rec) {
+    match cur {
+        Some(b) => **b = v,
+        None => *cur = Some(Box::new(v)),
     }
 }
 
 impl AggregateFunction<Rec> for Over {
-    type Acc = Vec<Acc>;
+    type Acc = Accs;
     type Out = Vec<Rec>;
 
-    fn create_accumulator(&self) -> Vec<Acc> {
+    fn create_accumulator(&self) -> Accs {
         self.aggs
             .specs
             .iter()
             .map(|s| match s.kind {
                 AggKind::Count => Acc::Count(0),
-                AggKind::Sum => Acc::Sum(None),
-                AggKind::Avg => Acc::Avg(0.0, 0),
-                AggKind::CollectList => Acc::List(Vec::new()),
+                AggKind::Sum => Acc::SumEmpty,
+                AggKind::Avg => Acc::Avg(Box::new((0.0, 0))),
+                AggKind::CollectList => Acc::List(Box::default()),
                 AggKind::ArgMax | AggKind::ArgMin => Acc::Arg(None),
                 _ => Acc::One(None),
             })
             .collect()
     }
 
-    fn add(&self, record: &Rec, acc: &mut Vec<Acc>) {
+    fn add(&self, record: &Rec, acc: &mut Accs) {
         let r = (self.value)(record);
-        for (s, a) in self.aggs.specs.iter().zip(acc.iter_mut()) {
+        for (s, a) in self.aggs.specs.iter().zip(acc.as_mut_slice()) {
             let v = s.arg.as_ref().map(|e| eval(e, r));
             if matches!(v, Some(Rec::None)) && s.kind != AggKind::CollectList {
                 continue; // SQL's aggregates skip nulls
             }
             match (s.kind, a) {
                 (AggKind::Count, Acc::Count(n)) => *n += 1,
-                (AggKind::Sum, Acc::Sum(sum)) => {
+                (AggKind::Sum, a) => add_to_sum(a, &v.unwrap_or_default()),
+                (AggKind::Avg, Acc::Avg(avg)) => {
                     let v = v.unwrap_or_default();
-                    *sum = Some(match sum.take() {
-                        None => v,
-                        Some(x) => add_numbers(x, &v),
-                    })
-                }
-                (AggKind::Avg, Acc::Avg(total, n)) => {
-                    let v = v.unwrap_or_default();
-                    *total += v.as_f64().unwrap_or_else(|| {
+                    avg.0 += v.as_f64().unwrap_or_else(|| {
                         std::panic::panic_any(format!("avg: {} is not a number", v.type_name()))
                     });
-                    *n += 1;
+                    avg.1 += 1;
                 }
                 (AggKind::Min | AggKind::Max, Acc::One(cur)) => {
                     let v = v.unwrap_or_default();
-                    let better = match cur.as_ref() {
+                    let better = match cur.as_deref() {
                         None => true,
                         Some(c) => {
                             let o = order(&v, c).unwrap_or_else(|| {
@@ -212,15 +275,15 @@ impl AggregateFunction<Rec> for Over {
                         }
                     };
                     if better {
-                        *cur = Some(v);
+                        set_one(cur, v);
                     }
                 }
                 (AggKind::First, Acc::One(cur)) => {
                     if cur.is_none() {
-                        *cur = v;
+                        *cur = v.map(Box::new);
                     }
                 }
-                (AggKind::Last, Acc::One(cur)) => *cur = v,
+                (AggKind::Last, Acc::One(cur)) => set_one(cur, v.unwrap_or_default()),
                 (AggKind::CollectList, Acc::List(items)) => items.push(v.unwrap_or_default()),
                 (AggKind::ArgMax | AggKind::ArgMin, Acc::Arg(cur)) => {
                     let v = v.unwrap_or_default();
@@ -243,32 +306,45 @@ impl AggregateFunction<Rec> for Over {
         }
     }
 
-    fn get_result(&self, acc: &Vec<Acc>) -> Vec<Rec> {
-        acc.iter()
+    fn get_result(&self, acc: &Accs) -> Vec<Rec> {
+        acc.as_slice()
+            .iter()
             .map(|a| match a {
                 Acc::Count(n) => Rec::Int(*n as i64),
-                Acc::Sum(s) | Acc::One(s) => s.clone().unwrap_or_default(),
-                Acc::Avg(_, 0) => Rec::None,
-                Acc::Avg(t, n) => Rec::Float(t / *n as f64),
-                Acc::List(items) => Rec::List(items.clone()),
+                Acc::SumEmpty => Rec::None,
+                Acc::SumInt(i) => Rec::Int(*i),
+                Acc::SumFloat(f) => Rec::Float(*f),
+                Acc::One(v) => v.as_deref().cloned().unwrap_or_default(),
+                Acc::Avg(avg) if avg.1 == 0 => Rec::None,
+                Acc::Avg(avg) => Rec::Float(avg.0 / avg.1 as f64),
+                Acc::List(items) => Rec::List(items.to_vec()),
                 Acc::Arg(x) => x.as_ref().map(|b| b.1.clone()).unwrap_or_default(),
             })
             .collect()
     }
 
-    fn merge(&self, a: Vec<Acc>, b: Vec<Acc>) -> Vec<Acc> {
-        a.into_iter()
-            .zip(b)
+    fn merge(&self, a: Accs, b: Accs) -> Accs {
+        a.into_vec()
+            .into_iter()
+            .zip(b.into_vec())
             .zip(&self.aggs.specs)
             .map(|((x, y), s)| match (x, y) {
                 (Acc::Count(p), Acc::Count(q)) => Acc::Count(p + q),
-                (Acc::Sum(p), Acc::Sum(q)) => Acc::Sum(match (p, q) {
-                    (Some(p), Some(q)) => Some(add_numbers(p, &q)),
-                    (p, q) => p.or(q),
-                }),
-                (Acc::Avg(t, n), Acc::Avg(u, m)) => Acc::Avg(t + u, n + m),
+                (mut p @ (Acc::SumEmpty | Acc::SumInt(_) | Acc::SumFloat(_)), q) => {
+                    match q {
+                        Acc::SumInt(i) => add_to_sum(&mut p, &Rec::Int(i)),
+                        Acc::SumFloat(f) => add_to_sum(&mut p, &Rec::Float(f)),
+                        _ => {}
+                    }
+                    p
+                }
+                (Acc::Avg(mut p), Acc::Avg(q)) => {
+                    p.0 += q.0;
+                    p.1 += q.1;
+                    Acc::Avg(p)
+                }
                 (Acc::List(mut p), Acc::List(q)) => {
-                    p.extend(q);
+                    p.extend(*q);
                     Acc::List(p)
                 }
                 (Acc::One(p), Acc::One(q)) => Acc::One(match (p, q) {
