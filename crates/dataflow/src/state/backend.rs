@@ -116,9 +116,19 @@ pub(crate) fn hash_key<K: Hash>(key: &K) -> u64 {
 /// no probe (`replace_entry_with`). Keeping an `Option<S>` in every bucket instead would let
 /// the function write the bucket itself, but would cost 8 bytes per key for states without a
 /// spare niche (numbers, tuples of numbers: most rolling aggregates).
-pub(crate) struct MemoryStates<K, S> {
-    tables: Box<[HashTable<(K, S)>]>,
+///
+/// A key and state larger than [`BOXED_ABOVE`] bytes are boxed, and the buckets hold the
+/// boxes ([`MemoryStates::Boxed`]). A table's buckets are between 7/16 and 7/8 full (it
+/// doubles when they are full), and the empty ones cost as much as the full ones: a large
+/// entry inline would cost up to twice its size per key, a box costs its size and an 8-byte
+/// bucket. The price is a pointer to follow per access, and an allocation per new key.
+pub(crate) enum MemoryStates<K, S> {
+    Inline(Tables<(K, S)>),
+    Boxed(Tables<Box<(K, Option<S>)>>),
 }
+
+/// Entries of this size or less sit in the buckets themselves; larger ones are boxed.
+const BOXED_ABOVE: usize = 48;
 
 /// The memory backend's number of tables.
 const PARTS: usize = 64;
@@ -130,14 +140,12 @@ fn part(hash: u64) -> usize {
     (hash >> 40) as usize % PARTS
 }
 
-fn empty_tables<T>() -> Box<[HashTable<T>]> {
-    (0..PARTS).map(|_| HashTable::new()).collect()
-}
-
 impl<K, S> Default for MemoryStates<K, S> {
     fn default() -> Self {
-        MemoryStates {
-            tables: empty_tables(),
+        if std::mem::size_of::<(K, S)>() > BOXED_ABOVE {
+            MemoryStates::Boxed(Tables::default())
+        } else {
+            MemoryStates::Inline(Tables::default())
         }
     }
 }
@@ -146,14 +154,143 @@ impl<K: Hash + Eq, S> MemoryStates<K, S> {
     /// Runs `f` on the state of `key`; see [`KeyedStates::with_state`].
     #[inline]
     pub(crate) fn with_state<R>(&mut self, key: K, f: impl FnOnce(&K, &mut Option<S>) -> R) -> R {
+        match self {
+            MemoryStates::Inline(t) => t.with_state(key, f),
+            MemoryStates::Boxed(t) => t.with_state(key, f),
+        }
+    }
+
+    /// Sets the state of `key` (a restore).
+    pub(crate) fn insert(&mut self, key: K, state: S) {
+        self.with_state(key, |_, s| *s = Some(state))
+    }
+
+    /// Deletes the state of `key` (a restored deletion).
+    pub(crate) fn remove(&mut self, key: &K) {
+        match self {
+            MemoryStates::Inline(t) => t.remove(key),
+            MemoryStates::Boxed(t) => t.remove(key),
+        }
+    }
+
+    /// Every key and its state, in no particular order.
+    pub(crate) fn iter(&self) -> Box<dyn Iterator<Item = (&K, &S)> + '_> {
+        match self {
+            MemoryStates::Inline(t) => Box::new(t.iter()),
+            MemoryStates::Boxed(t) => Box::new(t.iter()),
+        }
+    }
+
+    /// The number of keys with state.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            MemoryStates::Inline(t) => t.parts.iter().map(HashTable::len).sum(),
+            MemoryStates::Boxed(t) => t.parts.iter().map(HashTable::len).sum(),
+        }
+    }
+}
+
+/// What a bucket holds: a key and its state, inline or boxed.
+pub(crate) trait Bucket<K, S>: Sized {
+    fn new(key: K, state: S) -> Self;
+    fn key(&self) -> &K;
+    /// The key and its state (always set in a table).
+    fn get(&self) -> Option<(&K, &S)>;
+    /// Runs `f` on the state; gives back the slot unless `f` left no state.
+    fn update<R>(self, f: impl FnOnce(&K, &mut Option<S>) -> R) -> (R, Option<Self>);
+    fn into_pair(self) -> Option<(K, S)>;
+}
+
+impl<K, S> Bucket<K, S> for (K, S) {
+    #[inline]
+    fn new(key: K, state: S) -> Self {
+        (key, state)
+    }
+
+    #[inline]
+    fn key(&self) -> &K {
+        &self.0
+    }
+
+    fn get(&self) -> Option<(&K, &S)> {
+        Some((&self.0, &self.1))
+    }
+
+    #[inline]
+    fn update<R>(self, f: impl FnOnce(&K, &mut Option<S>) -> R) -> (R, Option<Self>) {
+        let (k, s) = self;
+        let mut state = Some(s);
+        let r = f(&k, &mut state);
+        (r, state.map(|s| (k, s)))
+    }
+
+    fn into_pair(self) -> Option<(K, S)> {
+        Some(self)
+    }
+}
+
+impl<K, S> Bucket<K, S> for Box<(K, Option<S>)> {
+    #[inline]
+    fn new(key: K, state: S) -> Self {
+        Box::new((key, Some(state)))
+    }
+
+    #[inline]
+    fn key(&self) -> &K {
+        &self.0
+    }
+
+    fn get(&self) -> Option<(&K, &S)> {
+        self.1.as_ref().map(|s| (&self.0, s))
+    }
+
+    /// In place: the box is kept, not reallocated.
+    #[inline]
+    fn update<R>(mut self, f: impl FnOnce(&K, &mut Option<S>) -> R) -> (R, Option<Self>) {
+        let (k, s) = &mut *self;
+        let r = f(k, s);
+        let keep = s.is_some();
+        (r, keep.then_some(self))
+    }
+
+    fn into_pair(self) -> Option<(K, S)> {
+        let (k, s) = *self;
+        s.map(|s| (k, s))
+    }
+}
+
+/// The [`PARTS`] tables of a memory backend.
+pub(crate) struct Tables<E> {
+    parts: Box<[HashTable<E>]>,
+}
+
+impl<E> Default for Tables<E> {
+    fn default() -> Self {
+        Tables {
+            parts: (0..PARTS).map(|_| HashTable::new()).collect(),
+        }
+    }
+}
+
+impl<E> Tables<E> {
+    #[inline]
+    fn with_state<K: Hash + Eq, S, R>(
+        &mut self,
+        key: K,
+        f: impl FnOnce(&K, &mut Option<S>) -> R,
+    ) -> R
+    where
+        E: Bucket<K, S>,
+    {
         let hash = hash_key(&key);
-        match self.tables[part(hash)].entry(hash, |(k, _)| *k == key, |(k, _)| hash_key(k)) {
+        match self.parts[part(hash)].entry(hash, |e| *e.key() == key, |e| hash_key(e.key())) {
             Entry::Occupied(entry) => {
                 let mut result = None;
-                entry.replace_entry_with(|(k, s)| {
-                    let mut state = Some(s);
-                    result = Some(f(&k, &mut state));
-                    state.map(|s| (k, s))
+                entry.replace_entry_with(|e| {
+                    let (r, kept) = e.update(f);
+                    result = Some(r);
+                    kept
                 });
                 result.expect("the function ran")
             }
@@ -161,62 +298,52 @@ impl<K: Hash + Eq, S> MemoryStates<K, S> {
                 let mut state = None;
                 let r = f(&key, &mut state);
                 if let Some(s) = state {
-                    entry.insert((key, s));
+                    entry.insert(E::new(key, s));
                 }
                 r
             }
         }
     }
 
-    /// Sets the state of `key` (a restore).
-    pub(crate) fn insert(&mut self, key: K, state: S) {
-        let hash = hash_key(&key);
-        match self.tables[part(hash)].entry(hash, |(k, _)| *k == key, |(k, _)| hash_key(k)) {
-            Entry::Occupied(mut entry) => entry.get_mut().1 = state,
-            Entry::Vacant(entry) => {
-                entry.insert((key, state));
-            }
-        }
-    }
-
-    /// Deletes the state of `key` (a restored deletion).
-    pub(crate) fn remove(&mut self, key: &K) {
+    fn remove<K: Hash + Eq, S>(&mut self, key: &K)
+    where
+        E: Bucket<K, S>,
+    {
         let hash = hash_key(key);
-        if let Ok(entry) = self.tables[part(hash)].find_entry(hash, |(k, _)| k == key) {
+        if let Ok(entry) = self.parts[part(hash)].find_entry(hash, |e| e.key() == key) {
             entry.remove();
         }
     }
 
-    /// Every key and its state, in no particular order.
-    pub(crate) fn iter(&self) -> impl Iterator<Item = (&K, &S)> {
-        self.tables.iter().flatten().map(|(k, s)| (k, s))
-    }
-
-    /// The number of keys with state.
-    #[cfg(test)]
-    pub(crate) fn len(&self) -> usize {
-        self.tables.iter().map(HashTable::len).sum()
+    fn iter<'a, K: 'a, S: 'a>(&'a self) -> impl Iterator<Item = (&'a K, &'a S)>
+    where
+        E: Bucket<K, S>,
+    {
+        self.parts.iter().flatten().filter_map(Bucket::get)
     }
 }
 
 /// The memory backend's keys and states, handed over table by table (see
 /// [`KeyedStates::start_drain`]); a table is freed once its last key is.
-pub(crate) struct MemoryDrain<K, S> {
-    tables: std::vec::IntoIter<HashTable<(K, S)>>,
-    current: hashbrown::hash_table::IntoIter<(K, S)>,
+pub(crate) enum MemoryDrain<K, S> {
+    Inline(TablesDrain<(K, S)>),
+    Boxed(TablesDrain<Box<(K, Option<S>)>>),
 }
 
 impl<K, S> MemoryDrain<K, S> {
-    fn new(tables: Box<[HashTable<(K, S)>]>) -> Self {
-        MemoryDrain {
-            tables: tables.into_vec().into_iter(),
-            current: HashTable::new().into_iter(),
+    fn new(states: MemoryStates<K, S>) -> Self {
+        match states {
+            MemoryStates::Inline(t) => MemoryDrain::Inline(TablesDrain::new(t)),
+            MemoryStates::Boxed(t) => MemoryDrain::Boxed(TablesDrain::new(t)),
         }
     }
 
     /// Whether keys are left.
     fn any_left(&self) -> bool {
-        self.current.len() > 0 || self.tables.as_slice().iter().any(|t| !t.is_empty())
+        match self {
+            MemoryDrain::Inline(d) => d.any_left(),
+            MemoryDrain::Boxed(d) => d.any_left(),
+        }
     }
 }
 
@@ -224,11 +351,42 @@ impl<K, S> Iterator for MemoryDrain<K, S> {
     type Item = (K, S);
 
     fn next(&mut self) -> Option<(K, S)> {
+        match self {
+            MemoryDrain::Inline(d) => d.next_pair(),
+            MemoryDrain::Boxed(d) => d.next_pair(),
+        }
+    }
+}
+
+/// The entries of [`Tables`], table by table.
+pub(crate) struct TablesDrain<E> {
+    tables: std::vec::IntoIter<HashTable<E>>,
+    current: hashbrown::hash_table::IntoIter<E>,
+}
+
+impl<E> TablesDrain<E> {
+    fn new(tables: Tables<E>) -> Self {
+        TablesDrain {
+            tables: tables.parts.into_vec().into_iter(),
+            current: HashTable::new().into_iter(),
+        }
+    }
+
+    fn any_left(&self) -> bool {
+        self.current.len() > 0 || self.tables.as_slice().iter().any(|t| !t.is_empty())
+    }
+
+    fn next_pair<K, S>(&mut self) -> Option<(K, S)>
+    where
+        E: Bucket<K, S>,
+    {
         loop {
-            if let Some(entry) = self.current.next() {
-                return Some(entry);
+            if let Some(pair) = self.current.next().and_then(Bucket::into_pair) {
+                return Some(pair);
             }
-            self.current = self.tables.next()?.into_iter();
+            if self.current.len() == 0 {
+                self.current = self.tables.next()?.into_iter();
+            }
         }
     }
 }
@@ -303,10 +461,7 @@ where
     /// that get state during the pass are not in it; the disk backend reads its keys first.
     pub(crate) fn start_drain(&mut self) -> SpateResult<Drain<K, S>> {
         Ok(match self {
-            KeyedStates::Memory(map) => Drain::Memory(MemoryDrain::new(std::mem::replace(
-                &mut map.tables,
-                empty_tables(),
-            ))),
+            KeyedStates::Memory(map) => Drain::Memory(MemoryDrain::new(std::mem::take(map))),
             KeyedStates::Disk(disk) => Drain::Disk(disk.keys()?.into_iter()),
         })
     }
@@ -987,31 +1142,52 @@ mod tests {
 
     #[test]
     fn the_memory_backend_keeps_only_keys_with_state() {
-        let mut m = MemoryStates::<u64, u64>::default();
+        keeps_only_keys_with_state(MemoryStates::<u64, u64>::default(), |n| n);
+        // A large state is boxed; the same operations give the same states.
+        keeps_only_keys_with_state(MemoryStates::<u64, [u64; 8]>::default(), |n| [n; 8]);
+    }
+
+    fn keeps_only_keys_with_state<S: Copy + PartialEq + std::fmt::Debug>(
+        mut m: MemoryStates<u64, S>,
+        state: fn(u64) -> S,
+    ) {
+        let boxed = std::mem::size_of::<(u64, S)>() > BOXED_ABOVE;
+        assert_eq!(matches!(m, MemoryStates::Boxed(_)), boxed);
+        let mut counts = std::collections::HashMap::new();
         for i in 0..10_000u64 {
             m.with_state(i % 100, |k, s| {
                 assert_eq!(*k, i % 100);
-                let n = s.get_or_insert(0);
+                let n = counts.entry(*k).or_insert(0);
+                assert_eq!(s.is_some(), *n > 0, "key {k}");
                 *n += 1;
+                *s = Some(state(*n));
                 if *n == 7 {
+                    *n = 0;
                     *s = None;
                 }
             });
         }
         // A look that leaves no state stores nothing.
         m.with_state(5_000, |_, s| assert!(s.is_none()));
-        assert!(m.len() <= 100);
+        assert_eq!(m.len(), 100);
         for k in 0..100u64 {
             // 100 records per key, the count restarting after each 7th.
-            let expected = 100 % 7;
             let got = m.with_state(k, |_, s| *s);
-            assert_eq!(got, Some(expected), "key {k}");
+            assert_eq!(got, Some(state(100 % 7)), "key {k}");
         }
         m.remove(&3);
-        m.insert(4, 40);
+        m.insert(4, state(40));
         assert_eq!(m.with_state(3, |_, s| *s), None);
-        assert_eq!(m.with_state(4, |_, s| *s), Some(40));
+        assert_eq!(m.with_state(4, |_, s| *s), Some(state(40)));
         assert_eq!(m.iter().count(), 99);
+        // The pass at the end hands every key over once.
+        let mut seen: Vec<(u64, S)> = MemoryDrain::new(m).collect();
+        seen.sort_by_key(|(k, _)| *k);
+        let expected: Vec<(u64, S)> = (0..100)
+            .filter(|k| *k != 3)
+            .map(|k| (k, state(if k == 4 { 40 } else { 100 % 7 })))
+            .collect();
+        assert_eq!(seen, expected);
     }
 
     #[test]
