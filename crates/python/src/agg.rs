@@ -90,6 +90,8 @@ pub enum Acc {
     One(Option<Box<Rec>>),
     /// The total and the number of values of an average.
     Avg(Box<(f64, u64)>),
+    /// Boxed: it keeps the accumulator at 16 bytes.
+    #[allow(clippy::box_collection)]
     List(Box<Vec<Rec>>),
     /// The extreme value and its record.
     Arg(Option<Box<(Rec, Rec)>>),
