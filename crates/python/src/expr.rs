@@ -9,11 +9,13 @@
 //! is Python's printf-style `fmt % args`. Arithmetic follows Python's: `//` floors, `%` takes the divisor's
 //! sign, `/` gives a float; `None` in an operand gives `None` (SQL's null).
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple};
+use smallvec::SmallVec;
 
 use crate::record::{from_py, intern, Rec};
 
@@ -271,7 +273,7 @@ impl Expr {
         Ok(match self {
             Expr::Col(path, steps) => Expr::lookup(path, steps, r)?.clone(),
             Expr::Lit(v) => v.clone(),
-            Expr::Bin(op, a, b) => arith(*op, a.eval(r)?, b.eval(r)?)?,
+            Expr::Bin(op, a, b) => arith(*op, &*a.eval_ref(r)?, &*b.eval_ref(r)?)?,
             // Compared and tested where they are: a field is not cloned to be looked at.
             Expr::Cmp(op, a, b) => compare(*op, &*a.eval_ref(r)?, &*b.eval_ref(r)?)?,
             Expr::And(a, b) => {
@@ -303,7 +305,7 @@ impl Expr {
                 let vals = args
                     .iter()
                     .map(|a| a.eval_ref(r))
-                    .collect::<Result<Vec<_>, _>>()?;
+                    .collect::<Result<SmallVec<[_; 8]>, _>>()?;
                 match vals.first().map(|v| &**v) {
                     Some(Rec::None) => Rec::None,
                     Some(Rec::Str(fmt)) => Rec::Str(format_string(fmt, &vals[1..])?),
@@ -331,10 +333,11 @@ impl Expr {
                 Rec::Str(out)
             }
             Expr::Call(f, args) => {
+                // Fields and constants are read where they are, not cloned first.
                 let vals = args
                     .iter()
-                    .map(|a| a.eval(r))
-                    .collect::<Result<Vec<_>, _>>()?;
+                    .map(|a| a.eval_ref(r))
+                    .collect::<Result<Args<'_>, _>>()?;
                 call(*f, vals)?
             }
             Expr::Cast(to, a) => cast(*to, a.eval(r)?)?,
@@ -364,10 +367,10 @@ impl std::fmt::Display for Short<'_> {
     }
 }
 
-fn arith(op: BinOp, a: Rec, b: Rec) -> Result<Rec, String> {
+fn arith(op: BinOp, a: &Rec, b: &Rec) -> Result<Rec, String> {
     use Rec::{Float, Int};
     let overflow = || "integer overflow".to_string();
-    Ok(match (op, &a, &b) {
+    Ok(match (op, a, b) {
         (_, Rec::None, _) | (_, _, Rec::None) => Rec::None,
         (BinOp::Add, Rec::Str(x), Rec::Str(y)) => Rec::Str(format!("{x}{y}")),
         (BinOp::Add, Int(x), Int(y)) => Int(x.checked_add(*y).ok_or_else(overflow)?),
@@ -479,30 +482,37 @@ fn compare(op: CmpOp, a: &Rec, b: &Rec) -> Result<Rec, String> {
     }))
 }
 
-fn string(f: &str, v: &Rec) -> Result<String, String> {
+/// The arguments of a function call: borrowed fields and constants, computed values.
+type Args<'a> = SmallVec<[Cow<'a, Rec>; 4]>;
+
+fn string<'a>(f: &str, v: &'a Rec) -> Result<&'a str, String> {
     match v {
-        Rec::Str(s) => Ok(s.clone()),
+        Rec::Str(s) => Ok(s),
         other => Err(format!("{f} needs a str, not {}", other.type_name())),
     }
 }
 
-fn call(f: Func, mut args: Vec<Rec>) -> Result<Rec, String> {
-    if args.first().is_some_and(|a| matches!(a, Rec::None)) {
+fn call(f: Func, mut args: Args<'_>) -> Result<Rec, String> {
+    if args.first().is_some_and(|a| matches!(**a, Rec::None)) {
         return Ok(Rec::None);
     }
-    let arg = |args: &mut Vec<Rec>, i: usize| -> Rec { std::mem::take(&mut args[i]) };
+    let arg = |args: &mut Args<'_>, i: usize| -> Rec { std::mem::take(&mut args[i]).into_owned() };
     Ok(match f {
         Func::Lower => Rec::Str(string("lower", &args[0])?.to_lowercase()),
         Func::Upper => Rec::Str(string("upper", &args[0])?.to_uppercase()),
         Func::Strip => Rec::Str(string("strip", &args[0])?.trim().to_owned()),
         Func::Split => {
             let s = string("split", &args[0])?;
-            match args.get(1) {
-                Some(Rec::Str(sep)) if !sep.is_empty() => Rec::List(
-                    s.split(sep.as_str())
-                        .map(|p| Rec::Str(p.to_owned()))
-                        .collect(),
-                ),
+            let parts =
+                |it: &mut dyn Iterator<Item = &str>| it.map(|p| Rec::Str(p.to_owned())).collect();
+            match args.get(1).map(|a| &**a) {
+                // One ASCII character: a byte search (memchr), not a substring search.
+                Some(Rec::Str(sep)) if sep.len() == 1 => {
+                    Rec::List(parts(&mut s.split(char::from(sep.as_bytes()[0]))))
+                }
+                Some(Rec::Str(sep)) if !sep.is_empty() => {
+                    Rec::List(parts(&mut s.split(sep.as_str())))
+                }
                 Some(Rec::Str(_)) => return Err("split: empty separator".into()),
                 _ => Rec::List(
                     s.split_whitespace()
@@ -513,17 +523,17 @@ fn call(f: Func, mut args: Vec<Rec>) -> Result<Rec, String> {
         }
         Func::Contains => {
             let s = string("contains", &args[0])?;
-            Rec::Bool(s.contains(string("contains", &args[1])?.as_str()))
+            Rec::Bool(s.contains(string("contains", &args[1])?))
         }
         Func::StartsWith => {
             let s = string("starts_with", &args[0])?;
-            Rec::Bool(s.starts_with(string("starts_with", &args[1])?.as_str()))
+            Rec::Bool(s.starts_with(string("starts_with", &args[1])?))
         }
         Func::EndsWith => {
             let s = string("ends_with", &args[0])?;
-            Rec::Bool(s.ends_with(string("ends_with", &args[1])?.as_str()))
+            Rec::Bool(s.ends_with(string("ends_with", &args[1])?))
         }
-        Func::Length => match &args[0] {
+        Func::Length => match &*args[0] {
             Rec::Str(s) => Rec::Int(s.chars().count() as i64),
             Rec::List(v) | Rec::Tuple(v) | Rec::Row(_, v) => Rec::Int(v.len() as i64),
             Rec::Dict(v) => Rec::Int(v.len() as i64),
@@ -533,7 +543,7 @@ fn call(f: Func, mut args: Vec<Rec>) -> Result<Rec, String> {
         Func::Concat => {
             let mut out = String::new();
             for a in &args {
-                match a {
+                match &**a {
                     Rec::Str(s) => out.push_str(s),
                     Rec::None => return Ok(Rec::None),
                     other => out.push_str(&other.to_string()),
@@ -548,11 +558,11 @@ fn call(f: Func, mut args: Vec<Rec>) -> Result<Rec, String> {
         },
         Func::ToTimestamp => {
             let s = string("to_timestamp", &args[0])?;
-            let fmt = match args.get(1) {
-                Some(Rec::Str(f)) => Some(f.clone()),
+            let fmt = match args.get(1).map(|a| &**a) {
+                Some(Rec::Str(f)) => Some(f.as_str()),
                 _ => None,
             };
-            Rec::Int(parse_timestamp(&s, fmt.as_deref())?)
+            Rec::Int(parse_timestamp(s, fmt)?)
         }
         Func::Str => Rec::Str(arg(&mut args, 0).to_string()),
         Func::Lpad | Func::Rpad => {
@@ -562,19 +572,19 @@ fn call(f: Func, mut args: Vec<Rec>) -> Result<Rec, String> {
                 "rpad"
             };
             let s = string(name, &args[0])?;
-            let width = int_arg(name, args.get(1))?;
+            let width = int_arg(name, args.get(1).map(|a| &**a))?;
             let fill = match args.get(2) {
-                None => " ".to_owned(),
+                None => " ",
                 Some(v) => string(name, v)?,
             };
-            Rec::Str(pad(&s, width, &fill, matches!(f, Func::Lpad))?)
+            Rec::Str(pad(s, width, fill, matches!(f, Func::Lpad))?)
         }
         Func::Zfill => {
             let s = string("zfill", &args[0])?;
-            let width = int_arg("zfill", args.get(1))?;
+            let width = int_arg("zfill", args.get(1).map(|a| &**a))?;
             let n = s.chars().count();
             if width <= n as i64 {
-                Rec::Str(s)
+                Rec::Str(s.to_owned())
             } else {
                 let zeros = "0".repeat(width as usize - n);
                 Rec::Str(match s.strip_prefix(['+', '-']) {
@@ -585,24 +595,23 @@ fn call(f: Func, mut args: Vec<Rec>) -> Result<Rec, String> {
         }
         Func::Replace => {
             let s = string("replace", &args[0])?;
-            let old = string("replace", args.get(1).unwrap_or(&Rec::None))?;
-            let new = string("replace", args.get(2).unwrap_or(&Rec::None))?;
+            let old = string("replace", args.get(1).map_or(&Rec::None, |a| &**a))?;
+            let new = string("replace", args.get(2).map_or(&Rec::None, |a| &**a))?;
             Rec::Str(if old.is_empty() {
                 // Python inserts `new` between the characters and at both ends.
-                let mut out = new.clone();
+                let mut out = new.to_owned();
                 for c in s.chars() {
                     out.push(c);
-                    out.push_str(&new);
+                    out.push_str(new);
                 }
                 out
             } else {
-                s.replace(old.as_str(), &new)
+                s.replace(old, new)
             })
         }
         Func::FormatString => {
             let fmt = string("format_string", &args[0])?;
-            let rest: Vec<&Rec> = args[1..].iter().collect();
-            Rec::Str(format_string(&fmt, &rest)?)
+            Rec::Str(format_string(fmt, &args[1..])?)
         }
     })
 }
