@@ -258,6 +258,6 @@ CREATE [TEMPORARY] TABLE t (col TYPE, c AS expr, WATERMARK FOR c AS c - INTERVAL
 CREATE VIEW v AS SELECT ...;      CREATE FUNCTION f AS 'class';
 SELECT ...;                       runs the query and prints its rows (+I[...])
 INSERT INTO t SELECT ...;         runs a job into t and waits for its end
-EXPLAIN SELECT ...;               DESCRIBE t;    SHOW TABLES|VIEWS|FUNCTIONS;
+EXPLAIN SELECT|INSERT ...;        DESCRIBE t;    SHOW TABLES|VIEWS|FUNCTIONS;
 SET 'key' = 'value';  SET;  RESET ['key'];    DROP TABLE|VIEW|FUNCTION [IF EXISTS] name;
 HELP;  CLEAR;  QUIT;";

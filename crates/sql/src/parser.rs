@@ -75,6 +75,8 @@ pub enum Statement {
     Query(Box<Query>),
     /// `EXPLAIN query`.
     Explain(Box<Query>),
+    /// `EXPLAIN INSERT INTO ...`: the [`Statement::Insert`] it explains.
+    ExplainInsert(Box<Statement>),
     /// `SET 'key' = 'value'`, or `SET` alone (list the settings).
     Set(Option<(String, String)>),
     /// `RESET ['key']`.
@@ -418,29 +420,15 @@ fn statement(parser: &mut Parser<'_>) -> Result<Statement, ParserError> {
         return err(parser, "TABLE, VIEW or FUNCTION after CREATE");
     }
     if parser.parse_keyword(Keyword::INSERT) {
-        if !parser.parse_keyword(Keyword::INTO) {
-            parser.expect_keyword(Keyword::OVERWRITE)?;
-        }
-        let table = name(parser)?;
-        let mut columns = Vec::new();
-        // `(` starts a column list unless it starts the query (`INSERT INTO t (SELECT ...)`).
-        if parser.peek_token().token == Token::LParen
-            && !matches!(&parser.peek_nth_token(1).token, Token::Word(w) if w.keyword == Keyword::SELECT || w.keyword == Keyword::WITH)
-        {
-            parser.expect_token(&Token::LParen)?;
-            columns = parser.parse_comma_separated(|p| p.parse_identifier().map(|i| i.value))?;
-            parser.expect_token(&Token::RParen)?;
-        }
-        let query = parser.parse_query()?;
-        return Ok(Statement::Insert {
-            table,
-            columns,
-            query,
-        });
+        return parse_insert(parser);
     }
     if parser.parse_keyword(Keyword::EXPLAIN) {
         // `EXPLAIN PLAN FOR` and Flink's `EXPLAIN [ESTIMATED_COST, ...]` details are accepted.
         let _ = parser.parse_keywords(&[Keyword::PLAN, Keyword::FOR]);
+        if parser.parse_keyword(Keyword::INSERT) {
+            // As Flink's: the plan of the query, fitted to the table it goes into.
+            return Ok(Statement::ExplainInsert(Box::new(parse_insert(parser)?)));
+        }
         return Ok(Statement::Explain(parser.parse_query()?));
     }
     if parser.parse_keyword(Keyword::SET) {
@@ -509,6 +497,29 @@ fn statement(parser: &mut Parser<'_>) -> Result<Statement, ParserError> {
             "a statement (CREATE, INSERT, SELECT, EXPLAIN, SET, RESET, SHOW, DESCRIBE or DROP)",
         ),
     }
+}
+
+/// The rest of `INSERT INTO table [(columns)] query`, after `INSERT`.
+fn parse_insert(parser: &mut Parser<'_>) -> Result<Statement, ParserError> {
+    if !parser.parse_keyword(Keyword::INTO) {
+        parser.expect_keyword(Keyword::OVERWRITE)?;
+    }
+    let table = name(parser)?;
+    let mut columns = Vec::new();
+    // `(` starts a column list unless it starts the query (`INSERT INTO t (SELECT ...)`).
+    if parser.peek_token().token == Token::LParen
+        && !matches!(&parser.peek_nth_token(1).token, Token::Word(w) if w.keyword == Keyword::SELECT || w.keyword == Keyword::WITH)
+    {
+        parser.expect_token(&Token::LParen)?;
+        columns = parser.parse_comma_separated(|p| p.parse_identifier().map(|i| i.value))?;
+        parser.expect_token(&Token::RParen)?;
+    }
+    let query = parser.parse_query()?;
+    Ok(Statement::Insert {
+        table,
+        columns,
+        query,
+    })
 }
 
 /// A setting's key: `'a.b'` or an unquoted dotted name.

@@ -205,18 +205,35 @@ impl Session {
                 let plan = plan::plan_query(query, &self.catalog)?;
                 Ok(Outcome::Info(plan.explain()))
             }
+            Statement::ExplainInsert(insert) => {
+                let Statement::Insert {
+                    table,
+                    columns,
+                    query,
+                } = &**insert
+                else {
+                    return Err(SqlError::plan("EXPLAIN explains a query or an INSERT"));
+                };
+                let (plan, _) = self.plan_insert(table, columns, query)?;
+                let fields: Vec<&str> =
+                    plan.scope.columns.iter().map(|c| c.name.as_str()).collect();
+                Ok(Outcome::Info(format!(
+                    "Sink(table=[{table}], fields=[{}])\n{}",
+                    fields.join(", "),
+                    plan.explain()
+                        .lines()
+                        .map(|l| format!("  {l}\n"))
+                        .collect::<String>()
+                )))
+            }
             Statement::Insert {
                 table,
                 columns,
                 query,
             } => {
                 let job = self.next_job();
-                let target = self.catalog.table(table).cloned().ok_or_else(|| {
-                    SqlError::plan(format!("INSERT INTO {table}: no table named `{table}`"))
-                })?;
                 let planning = std::time::Instant::now();
-                let plan = plan::plan_query(query, &self.catalog)?;
-                let plan = plan::fit_to(plan, &target, columns)?;
+                let (plan, target) = self.plan_insert(table, columns, query)?;
                 let sink = match self.redirects.iter().find(|(t, _)| t == table) {
                     Some((_, path)) => Target::File(path.clone()),
                     None if self.discards.contains(table) => Target::Discard,
@@ -300,6 +317,20 @@ impl Session {
                 .collect(),
             changes: handle.take(),
         })
+    }
+
+    /// The plan of `INSERT INTO table [(columns)] query`, fitted to the table, and the table.
+    fn plan_insert(
+        &self,
+        table: &str,
+        columns: &[String],
+        query: &sqlparser::ast::Query,
+    ) -> Result<(Plan, Arc<crate::catalog::Table>), SqlError> {
+        let target = self.catalog.table(table).cloned().ok_or_else(|| {
+            SqlError::plan(format!("INSERT INTO {table}: no table named `{table}`"))
+        })?;
+        let plan = plan::fit_to(plan::plan_query(query, &self.catalog)?, &target, columns)?;
+        Ok((plan, target))
     }
 
     fn next_job(&mut self) -> usize {

@@ -12,8 +12,8 @@
 //! * A record whose last statement is a query (`SELECT ...`) runs through
 //!   [`Session::query`] (the statements before it through the same session first), and its
 //!   rows are the query's final rows ([`spate_sql::QueryResult::final_rows`]: the changelog
-//!   applied). `DESCRIBE`, `SHOW`, `EXPLAIN` and a bare `SET` give their message's lines as
-//!   rows of one column. Anything else runs through [`Session::execute_script`] and gives no
+//!   applied). `DESCRIBE`, `SHOW`, `EXPLAIN` (of a query or an `INSERT`) and a bare `SET`
+//!   give their message's lines as rows of one column. Anything else runs through [`Session::execute_script`] and gives no
 //!   rows. `statement error <regex>` / `query error <regex>` match the error's one line
 //!   (`SqlError`'s text, such as `line 1, column 1: no table or view named `t``).
 //!
@@ -170,6 +170,7 @@ impl DB for SpateDb {
                 Statement::Describe(_)
                 | Statement::Show(_)
                 | Statement::Explain(_)
+                | Statement::ExplainInsert(_)
                 | Statement::Set(None),
             ) => {
                 let outcomes = self.session.execute_script(&sql)?;
