@@ -22,6 +22,7 @@ mod expr;
 mod nexmark;
 mod plan;
 mod process;
+mod prune;
 mod record;
 mod run;
 mod sinks;

@@ -23,6 +23,7 @@ use std::time::Duration;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
+use spate_connectors::files::json::RowDecoder;
 use spate_connectors::{
     CollectHandle, CollectSink, CollectionSource, CsvSource, FileSink, JsonLinesSource,
     RollingPolicy, SequenceSource, SocketTextSource,
@@ -237,6 +238,8 @@ pub struct Builder<'py> {
     env: StreamEnv,
     built: HashMap<usize, Built>,
     consumers: HashMap<usize, usize>,
+    /// What the job reads of each JSON-lines source's records, when less than everything.
+    reads: HashMap<usize, crate::prune::Reads>,
     /// The `collect` sinks' handles.
     pub collected: Collected,
 }
@@ -398,6 +401,7 @@ impl<'py> Builder<'py> {
             env: StreamEnv::new(config),
             built: HashMap::new(),
             consumers,
+            reads: crate::prune::source_reads(nodes)?,
             collected: Vec::new(),
         })
     }
@@ -545,8 +549,22 @@ impl<'py> Builder<'py> {
                 let s = match node.get_item("schema")? {
                     Some(t) if !t.is_none() => {
                         let schema = schema(&t)?;
-                        let mut src =
-                            JsonLinesSource::<Rec>::with_schema_as::<RecRows>(&path, &schema);
+                        // Only the fields the job reads, when it reads them natively.
+                        let read = self.reads.get(&id).and_then(|r| r.index_paths(&schema));
+                        let mut src = match read {
+                            Some(paths) => {
+                                let decoder = RowDecoder::<RecRows>::projected(&schema, &|at| {
+                                    crate::prune::reads(&paths, at)
+                                });
+                                JsonLinesSource::with_decoder(
+                                    &path,
+                                    Arc::new(move |line: &[u8]| decoder.decode_row(line)),
+                                )
+                            }
+                            None => {
+                                JsonLinesSource::<Rec>::with_schema_as::<RecRows>(&path, &schema)
+                            }
+                        };
                         if let Some(p) = policy(node)? {
                             src = src.policy(p);
                         }
