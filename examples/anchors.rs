@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use spate::connectors::files::json::parse_timestamp_ms;
-use spate::dataflow::{SlidingEventTimeWindows, TumblingEventTimeWindows};
+use spate::dataflow::{Count, SlidingEventTimeWindows, TumblingEventTimeWindows};
 use spate::prelude::*;
 
 /// The allocator of the CLI and the Python extension, so that the two fronts compare alike.
@@ -47,26 +47,6 @@ struct Bid {
     #[serde(rename = "dateTime")]
     date_time: String,
     extra: String,
-}
-
-/// The number of records, as `agg.count()`.
-struct Count;
-
-impl<T> AggregateFunction<T> for Count {
-    type Acc = i64;
-    type Out = i64;
-    fn create_accumulator(&self) -> i64 {
-        0
-    }
-    fn add(&self, _: &T, acc: &mut i64) {
-        *acc += 1
-    }
-    fn get_result(&self, acc: &i64) -> i64 {
-        *acc
-    }
-    fn merge(&self, a: i64, b: i64) -> i64 {
-        a + b
-    }
 }
 
 /// A sliding window's count of one auction.

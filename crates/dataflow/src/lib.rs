@@ -109,10 +109,10 @@ pub use time::{
     NO_TIMESTAMP,
 };
 pub use window::{
-    AggregateFunction, ContinuousEventTimeTrigger, ContinuousProcessingTimeTrigger, CountTrigger,
-    EventTimeSessionWindows, EventTimeTrigger, GlobalWindow, GlobalWindows, NeverTrigger,
-    ProcessingTimeSessionWindows, ProcessingTimeTrigger, PurgingTrigger, SlidingEventTimeWindows,
-    SlidingProcessingTimeWindows, TimeWindow, Trigger, TriggerContext, TriggerResult, TriggerState,
-    TumblingEventTimeWindows, TumblingProcessingTimeWindows, Window, WindowAssigner, WindowBuf,
-    WindowContext, WindowedStream,
+    AggregateFunction, ContinuousEventTimeTrigger, ContinuousProcessingTimeTrigger, Count,
+    CountTrigger, EventTimeSessionWindows, EventTimeTrigger, GlobalWindow, GlobalWindows,
+    NeverTrigger, ProcessingTimeSessionWindows, ProcessingTimeTrigger, PurgingTrigger,
+    SlidingEventTimeWindows, SlidingProcessingTimeWindows, TimeWindow, Trigger, TriggerContext,
+    TriggerResult, TriggerState, TumblingEventTimeWindows, TumblingProcessingTimeWindows, Window,
+    WindowAssigner, WindowBuf, WindowContext, WindowedStream,
 };

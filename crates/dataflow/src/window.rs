@@ -798,6 +798,40 @@ pub trait AggregateFunction<T>: Send + Sync + 'static {
     fn merge(&self, a: Self::Acc, b: Self::Acc) -> Self::Acc;
 }
 
+/// Counts the elements (SQL's `COUNT(*)`), as an [`AggregateFunction`] of any element type.
+///
+/// ```
+/// use spate_dataflow::{Count, DataStream};
+///
+/// fn words_per_word(words: DataStream<String>) -> DataStream<(String, i64)> {
+///     words
+///         .key_by(|w: &String| w.clone())
+///         .full_window_partition()
+///         .aggregate_with(Count, |w: &String, n, out: &mut Vec<(String, i64)>| {
+///             out.push((w.clone(), n))
+///         })
+/// }
+/// ```
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Count;
+
+impl<T> AggregateFunction<T> for Count {
+    type Acc = i64;
+    type Out = i64;
+    fn create_accumulator(&self) -> i64 {
+        0
+    }
+    fn add(&self, _: &T, acc: &mut i64) {
+        *acc += 1;
+    }
+    fn get_result(&self, acc: &i64) -> i64 {
+        *acc
+    }
+    fn merge(&self, a: i64, b: i64) -> i64 {
+        a + b
+    }
+}
+
 /// What a window function knows about the window it is called for.
 #[derive(Debug, Clone, Copy)]
 pub struct WindowContext<'a, W> {

@@ -9,7 +9,7 @@
 use std::time::Duration;
 
 use spate_dataflow::{
-    AggregateFunction, DataStream, Either, EventTimeSessionWindows, KeyedCoProcessFunction,
+    AggregateFunction, Count, DataStream, Either, EventTimeSessionWindows, KeyedCoProcessFunction,
     ProcessContext, SlidingEventTimeWindows, TimeDomain, TimeWindow, Timestamp, Trigger,
     TriggerContext, TriggerResult, TumblingEventTimeWindows, TumblingProcessingTimeWindows, Window,
     MAX_WATERMARK,
@@ -385,26 +385,6 @@ pub fn q8(events: &DataStream<Event>) -> DataStream<NewSellerRow> {
             }
         })
         .name("q8.join")
-}
-
-/// Counts elements.
-struct Count;
-
-impl<T> AggregateFunction<T> for Count {
-    type Acc = i64;
-    type Out = i64;
-    fn create_accumulator(&self) -> i64 {
-        0
-    }
-    fn add(&self, _: &T, acc: &mut i64) {
-        *acc += 1;
-    }
-    fn get_result(&self, acc: &i64) -> i64 {
-        *acc
-    }
-    fn merge(&self, a: i64, b: i64) -> i64 {
-        a + b
-    }
 }
 
 /// q11: the number of bids of each bidder per session (gap 10 s).
