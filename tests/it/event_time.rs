@@ -321,11 +321,11 @@ fn count_shards(
         ))
         .side_output_late_data(&late)
         .aggregate_with(
-            CountShards,
+            spate::dataflow::Count,
             |_: &u8,
              w: &spate::dataflow::WindowContext<'_, spate::dataflow::TimeWindow>,
-             n: u64,
-             out: &mut Vec<(i64, u64)>| out.push((w.window.start, n)),
+             n: i64,
+             out: &mut Vec<(i64, u64)>| out.push((w.window.start, n as u64)),
         );
     let late_records = windows.side_output(&late).collect();
     let rows = windows.collect();
@@ -333,25 +333,6 @@ fn count_shards(
     let mut rows = rows.take();
     rows.sort_unstable();
     (rows, late_records.take().len())
-}
-
-struct CountShards;
-
-impl spate::dataflow::AggregateFunction<Shard> for CountShards {
-    type Acc = u64;
-    type Out = u64;
-    fn create_accumulator(&self) -> u64 {
-        0
-    }
-    fn add(&self, _: &Shard, acc: &mut u64) {
-        *acc += 1;
-    }
-    fn get_result(&self, acc: &u64) -> u64 {
-        *acc
-    }
-    fn merge(&self, a: u64, b: u64) -> u64 {
-        a + b
-    }
 }
 
 /// A worker that reads several files reads them one after another, and each file starts again

@@ -26,8 +26,8 @@ use clap::Args;
 use serde::{Deserialize, Serialize};
 use spate_connectors::{CollectSink, RateSchedule, ScheduledSource, Tick};
 use spate_dataflow::{
-    AggregateFunction, AutoscaleConfig, JobConfig, OutputTag, OverloadPolicy, ScalingPolicy,
-    StreamEnv, TimeWindow, TumblingEventTimeWindows, WatermarkStrategy, WindowContext,
+    AutoscaleConfig, JobConfig, OutputTag, OverloadPolicy, ScalingPolicy, StreamEnv, TimeWindow,
+    TumblingEventTimeWindows, WatermarkStrategy, WindowContext,
 };
 use spate_elasticity::ds2::Ds2Config;
 use spate_elasticity::workload::Cost;
@@ -102,26 +102,6 @@ struct Count {
     count: u64,
 }
 
-/// Counts records per key and window.
-struct CountAgg;
-
-impl AggregateFunction<Tick> for CountAgg {
-    type Acc = u64;
-    type Out = u64;
-    fn create_accumulator(&self) -> u64 {
-        0
-    }
-    fn add(&self, _: &Tick, acc: &mut u64) {
-        *acc += 1;
-    }
-    fn get_result(&self, acc: &u64) -> u64 {
-        *acc
-    }
-    fn merge(&self, a: u64, b: u64) -> u64 {
-        a + b
-    }
-}
-
 /// Records per window of the count (one record per ms of event time).
 const WINDOW_RECORDS: i64 = 10_000;
 
@@ -192,12 +172,12 @@ fn build(
             WINDOW_RECORDS as u64,
         )))
         .aggregate_with(
-            CountAgg,
-            |key: &u64, w: &WindowContext<'_, TimeWindow>, count: u64, out: &mut Vec<Count>| {
+            spate_dataflow::Count,
+            |key: &u64, w: &WindowContext<'_, TimeWindow>, count: i64, out: &mut Vec<Count>| {
                 out.push(Count {
                     key: *key,
                     start: w.window.start,
-                    count,
+                    count: count as u64,
                 })
             },
         )
