@@ -237,7 +237,8 @@ pub struct Builder<'py> {
     py: Python<'py>,
     env: StreamEnv,
     built: HashMap<usize, Built>,
-    consumers: HashMap<usize, usize>,
+    /// Each node's consumers.
+    consumers: HashMap<usize, Vec<usize>>,
     /// What the job reads of each JSON-lines source's records, when less than everything.
     reads: HashMap<usize, crate::prune::Reads>,
     /// The `collect` sinks' handles.
@@ -383,25 +384,28 @@ fn policy(d: &Bound<'_, PyDict>) -> PyResult<Option<BadRecordPolicy>> {
 }
 
 impl<'py> Builder<'py> {
-    /// A builder of a job with `config`; `nodes` is the whole plan (for consumer counts).
+    /// A builder of a job with `config`; `nodes` is the whole plan (for each node's
+    /// consumers, and what they read of the sources).
     pub fn new(
         py: Python<'py>,
         config: spate_dataflow::JobConfig,
         nodes: &Bound<'py, PyList>,
     ) -> PyResult<Self> {
-        let mut consumers = HashMap::new();
+        let mut consumers: HashMap<usize, Vec<usize>> = HashMap::new();
         for node in nodes.iter() {
             let node = node.cast_into::<PyDict>()?;
+            let id: usize = get(&node, "id")?;
             for i in get::<Vec<usize>>(&node, "inputs")? {
-                *consumers.entry(i).or_insert(0) += 1;
+                consumers.entry(i).or_default().push(id);
             }
         }
+        let reads = crate::prune::source_reads(nodes, &consumers)?;
         Ok(Builder {
             py,
             env: StreamEnv::new(config),
             built: HashMap::new(),
             consumers,
-            reads: crate::prune::source_reads(nodes)?,
+            reads,
             collected: Vec::new(),
         })
     }
@@ -870,7 +874,7 @@ impl<'py> Builder<'py> {
         name: String,
         fusable: bool,
     ) -> PyResult<Built> {
-        let only = self.consumers.get(&input).copied().unwrap_or(0) <= 1;
+        let only = self.consumers.get(&input).map_or(0, Vec::len) <= 1;
         if fusable && only {
             if let Some(Built::Stage(_)) = self.built.get(&input) {
                 let Built::Stage(mut stage) = self.take(input)? else {

@@ -105,21 +105,18 @@ fn names(steps: &[Step]) -> Option<Vec<String>> {
         .collect()
 }
 
-/// For each JSON-lines source node with a declared type in `nodes`, what the job reads of its
-/// records, when it is less than everything.
-pub fn source_reads(nodes: &Bound<'_, PyList>) -> PyResult<HashMap<usize, Reads>> {
+/// For each JSON-lines source node with a declared type in `nodes` (whose consumers, by
+/// node id, are `consumers`), what the job reads of its records, when less than everything.
+pub fn source_reads(
+    nodes: &Bound<'_, PyList>,
+    consumers: &HashMap<usize, Vec<usize>>,
+) -> PyResult<HashMap<usize, Reads>> {
     let mut by_id: HashMap<usize, Bound<'_, PyDict>> = HashMap::new();
-    let mut consumers: HashMap<usize, Vec<usize>> = HashMap::new();
     for node in nodes.iter() {
         let node = node.cast_into::<PyDict>()?;
         let id: usize = node
             .get_item("id")?
             .map_or(Ok(usize::MAX), |v| v.extract())?;
-        if let Some(inputs) = node.get_item("inputs")? {
-            for i in inputs.extract::<Vec<usize>>()? {
-                consumers.entry(i).or_default().push(id);
-            }
-        }
         by_id.insert(id, node);
     }
     let mut out = HashMap::new();
@@ -132,7 +129,7 @@ pub fn source_reads(nodes: &Bound<'_, PyList>) -> PyResult<HashMap<usize, Reads>
             continue;
         }
         let mut reads = Reads::default();
-        if follow(*id, &by_id, &consumers, &mut reads)? {
+        if follow(*id, &by_id, consumers, &mut reads)? {
             out.insert(*id, reads);
         }
     }
