@@ -13,11 +13,13 @@ use crate::TOKEN;
 
 /// One HTTP/1.1 request over `stream`; the whole response as text.
 fn http<S: Read + Write>(stream: &mut S, path: &str, host: &str, extra: &str) -> String {
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n{extra}\r\n"
-    )
-    .unwrap();
+    let request =
+        format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n{extra}\r\n");
+    // A server that refuses the connection (plain HTTP to the TLS port) may close it while the
+    // request is written: it then answered nothing.
+    if stream.write_all(request.as_bytes()).is_err() {
+        return String::new();
+    }
     let mut out = Vec::new();
     let _ = stream.read_to_end(&mut out);
     String::from_utf8_lossy(&out).into_owned()
