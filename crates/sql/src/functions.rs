@@ -512,7 +512,7 @@ enum Op {
     /// `text`: the timestamp is a STRING; `pattern`: fixed, or the second argument's per row.
     DateFormat {
         text: bool,
-        pattern: Option<Arc<[DateItem]>>,
+        pattern: Option<Arc<DatePattern>>,
     },
     Part(Part),
     Concat,
@@ -689,7 +689,7 @@ pub fn prepare(f: Func, args: &[SqlType], constants: &[Option<Datum>]) -> Result
                         .map_err(|e| format!("DATE_FORMAT: invalid pattern {:?}: {e}", &**p))?;
                     Op::DateFormat {
                         text,
-                        pattern: Some(items.into()),
+                        pattern: Some(Arc::new(DatePattern::new(items))),
                     }
                 }
                 _ => Op::DateFormat {
@@ -929,17 +929,18 @@ fn eval(op: &Op, args: &[&Datum]) -> Option<Datum> {
                 Datum::Str(s) if *is_text => parse_timestamp_text(s)?,
                 _ => return None,
             };
-            let per_row: Vec<DateItem>;
-            let items: &[DateItem] = match pattern {
-                Some(items) => items,
+            match pattern {
+                // A timestamp's text under a fixed pattern: the same for every timestamp in
+                // one span of the pattern's finest unit, so a stream's run of them is
+                // formatted once.
+                Some(pattern) => pattern.format_memo(ms),
                 None => {
-                    per_row = parse_date_pattern(text(args, 1)?).ok()?;
-                    &per_row
+                    let items = parse_date_pattern(text(args, 1)?).ok()?;
+                    let mut out = String::new();
+                    format_date(&items, ms, &mut out);
+                    string(out)
                 }
-            };
-            let mut out = String::new();
-            format_date(items, ms, &mut out);
-            string(out)
+            }
         }
         Op::Part(part) => {
             let Datum::Timestamp(ms) = args.first()? else {
@@ -1151,6 +1152,71 @@ enum DateItem {
     Fraction(usize),
 }
 
+/// A `DATE_FORMAT` pattern fixed when the query is planned, and the time its text holds.
+#[derive(Debug)]
+struct DatePattern {
+    items: Vec<DateItem>,
+    /// The span of the pattern's finest unit, in milliseconds: every timestamp of one
+    /// span (counted from the epoch, in UTC) has the same text. A day for `yyyy-MM-dd`, a
+    /// minute for `HH:mm`.
+    span_ms: i64,
+    /// This pattern's place in each thread's [`DATE_MEMO`] (unique per prepared pattern).
+    id: u64,
+}
+
+/// The number of patterns each thread remembers a last text for.
+const DATE_MEMO_SLOTS: usize = 8;
+
+thread_local! {
+    /// Per thread: in slot `id % DATE_MEMO_SLOTS`, the last text formatted for pattern `id`,
+    /// and the span it holds for.
+    static DATE_MEMO: std::cell::RefCell<[Option<(u64, i64, Arc<str>)>; DATE_MEMO_SLOTS]> =
+        const { std::cell::RefCell::new([const { None }; DATE_MEMO_SLOTS]) };
+}
+
+impl DatePattern {
+    fn new(items: Vec<DateItem>) -> Self {
+        static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let span_ms = items
+            .iter()
+            .map(|item| match item {
+                DateItem::Fraction(_) => 1,
+                DateItem::Second(_) => 1_000,
+                DateItem::Minute(_) => 60_000,
+                DateItem::Hour { .. } | DateItem::AmPm => 3_600_000,
+                DateItem::Literal(_) => i64::MAX,
+                _ => 86_400_000,
+            })
+            .min()
+            .unwrap_or(i64::MAX);
+        DatePattern {
+            items,
+            span_ms,
+            id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+        }
+    }
+
+    /// The text of timestamp `ms`: this thread's last one for this pattern when `ms` lies in
+    /// the same span, else formatted (and remembered).
+    fn format_memo(&self, ms: i64) -> Datum {
+        let span = ms.div_euclid(self.span_ms);
+        let slot = (self.id % DATE_MEMO_SLOTS as u64) as usize;
+        DATE_MEMO.with(|memo| {
+            let mut memo = memo.borrow_mut();
+            if let Some((id, last, text)) = &memo[slot] {
+                if *id == self.id && *last == span {
+                    return Datum::Str(text.clone());
+                }
+            }
+            let mut out = String::new();
+            format_date(&self.items, ms, &mut out);
+            let text: Arc<str> = Arc::from(out);
+            memo[slot] = Some((self.id, span, text.clone()));
+            Datum::Str(text)
+        })
+    }
+}
+
 const MONTHS: [&str; 12] = [
     "January",
     "February",
@@ -1320,16 +1386,30 @@ fn date_field(letter: char, count: usize) -> Result<DateItem, String> {
 /// `DateTimeFormatter`'s number printer: `width` digits at least, zero-padded; a '-' for a
 /// negative value, and with `exceeds_pad` a '+' for a value wider than `width`.
 fn push_number(out: &mut String, v: i64, width: usize, exceeds_pad: bool) {
-    let digits = v.unsigned_abs().to_string();
+    // The decimal digits of |v|, last first (an i64 has at most 19).
+    let mut digits = [0u8; 20];
+    let mut n = v.unsigned_abs();
+    let mut start = digits.len();
+    loop {
+        start -= 1;
+        digits[start] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    let len = digits.len() - start;
     if v < 0 {
         out.push('-');
-    } else if exceeds_pad && digits.len() > width {
+    } else if exceeds_pad && len > width {
         out.push('+');
     }
-    for _ in digits.len()..width {
+    for _ in len..width {
         out.push('0');
     }
-    out.push_str(&digits);
+    for &d in &digits[start..] {
+        out.push(char::from(d));
+    }
 }
 
 /// Text in `DateTimeFormatter`'s styles: 1-3 letters short, 4 full, 5 narrow.
@@ -1415,7 +1495,9 @@ fn format_date(items: &[DateItem], ms: i64, out: &mut String) {
             DateItem::Minute(count) => push_number(out, i64::from(minute), *count, false),
             DateItem::Second(count) => push_number(out, i64::from(second), *count, false),
             DateItem::Fraction(count) => {
-                let nanos = format!("{:09}", u64::from(milli) * 1_000_000);
+                // Nine digits of nanoseconds, cut to `count` (more than nine: all nine).
+                let mut nanos = String::with_capacity(9);
+                push_number(&mut nanos, i64::from(milli) * 1_000_000, 9, false);
                 out.push_str(nanos.get(..*count).unwrap_or(&nanos));
             }
         }
@@ -2061,6 +2143,56 @@ mod tests {
             call_const(Func::DateFormat, &[Ts, Str], &[t, Datum::Null]),
             Datum::Null
         );
+    }
+
+    /// A fixed pattern's text is remembered per span of its finest unit: over timestamps that
+    /// step forward and back across span boundaries (and before 1970), with more patterns
+    /// than a thread remembers (so they share slots), every text equals the one formatted
+    /// afresh from a pattern given per row.
+    #[test]
+    fn date_format_memo_agrees_with_formatting_each_time() {
+        let patterns = [
+            "yyyy-MM-dd",
+            "HH:mm",
+            "HH:mm:ss.SSS",
+            "a h",
+            "yyyy",
+            "'at' ss",
+            "EEE",
+            "D",
+            "mm",
+            "''",
+            "HH",
+        ];
+        let prepared: Vec<Prepared> = patterns
+            .iter()
+            .map(|p| prepare(Func::DateFormat, &[Ts, Str], &[None, Some(s(p))]).expect("prepares"))
+            .collect();
+        let per_row = prepare(Func::DateFormat, &[Ts, Str], &[]).expect("prepares");
+        let mut ms: i64 = -86_400_000 * 3 - 1;
+        let mut x: u64 = 7;
+        for _ in 0..5_000 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            // Mostly small steps forward, sometimes a jump back or across a day.
+            ms += match x >> 60 {
+                0 => -3_600_000,
+                1 => 86_400_000 - 1,
+                2 => -1,
+                _ => ((x >> 20) % 40_000) as i64,
+            };
+            let t = Datum::Timestamp(ms);
+            for (p, call) in patterns.iter().zip(&prepared) {
+                let expected = per_row.call_values(&[t.clone(), s(p)]);
+                assert_ne!(expected, Datum::Null);
+                assert_eq!(
+                    call.call_values(&[t.clone(), s(p)]),
+                    expected,
+                    "{p} at {ms}"
+                );
+            }
+        }
     }
 
     #[test]
