@@ -195,15 +195,17 @@ impl Shared {
 /// first.
 pub struct Projection {
     outputs: Vec<Output>,
+    /// The fields moved out of nested rows: per input column, its fields and the output
+    /// slots they go to (a nested row is checked for other owners once, not per field).
+    nested: Vec<(usize, Vec<(usize, usize)>)>,
 }
 
 /// How a [`Projection`] makes one output column.
 enum Output {
     /// Moves this input column.
     Move(usize),
-    /// Moves field `.1` of the nested row in input column `.0` (clones it if the nested row
-    /// is shared with another row).
-    MoveField(usize, usize),
+    /// A field of a nested row, moved by [`Projection::nested`].
+    MoveField,
     /// Computes this expression.
     Compute(Scalar),
 }
@@ -225,21 +227,26 @@ impl Projection {
             }
         }
         let fields_of = |c: usize| fields.keys().any(|&(f, _)| f == c);
-        Projection {
-            outputs: exprs
-                .iter()
-                .map(|e| match e {
-                    Scalar::Col(c) if whole[c] == 1 && !fields_of(*c) => Output::Move(*c),
-                    Scalar::Field(inner, i) => match **inner {
-                        Scalar::Col(c) if fields[&(c, *i)] == 1 && !whole.contains_key(&c) => {
-                            Output::MoveField(c, *i)
+        let mut nested: Vec<(usize, Vec<(usize, usize)>)> = Vec::new();
+        let outputs = exprs
+            .iter()
+            .enumerate()
+            .map(|(slot, e)| match e {
+                Scalar::Col(c) if whole[c] == 1 && !fields_of(*c) => Output::Move(*c),
+                Scalar::Field(inner, i) => match **inner {
+                    Scalar::Col(c) if fields[&(c, *i)] == 1 && !whole.contains_key(&c) => {
+                        match nested.iter_mut().find(|(col, _)| *col == c) {
+                            Some((_, moves)) => moves.push((*i, slot)),
+                            None => nested.push((c, vec![(*i, slot)])),
                         }
-                        _ => Output::Compute(e.clone()),
-                    },
-                    e => Output::Compute(e.clone()),
-                })
-                .collect(),
-        }
+                        Output::MoveField
+                    }
+                    _ => Output::Compute(e.clone()),
+                },
+                e => Output::Compute(e.clone()),
+            })
+            .collect();
+        Projection { outputs, nested }
     }
 
     /// The output row for `row`.
@@ -253,22 +260,31 @@ impl Projection {
             })
             .collect();
         for (slot, o) in out.iter_mut().zip(&self.outputs) {
-            match *o {
-                Output::Move(c) => {
-                    if let Some(v) = row.get_mut(c) {
-                        *slot = std::mem::take(v);
-                    }
+            if let Output::Move(c) = *o {
+                if let Some(v) = row.get_mut(c) {
+                    *slot = std::mem::take(v);
                 }
-                Output::MoveField(c, i) => {
-                    if let Some(Datum::Row(nested)) = row.get_mut(c) {
-                        *slot = match Arc::get_mut(nested) {
-                            Some(values) => values.get_mut(i).map(std::mem::take),
-                            None => nested.get(i).cloned(),
+            }
+        }
+        for (c, moves) in &self.nested {
+            if let Some(Datum::Row(nested)) = row.get_mut(*c) {
+                match Arc::get_mut(nested) {
+                    Some(values) => {
+                        for &(i, slot) in moves {
+                            if let Some(v) = values.get_mut(i) {
+                                out[slot] = std::mem::take(v);
+                            }
                         }
-                        .unwrap_or_default();
+                    }
+                    // Shared with another row: cloned.
+                    None => {
+                        for &(i, slot) in moves {
+                            if let Some(v) = nested.get(i) {
+                                out[slot] = v.clone();
+                            }
+                        }
                     }
                 }
-                Output::Compute(_) => {}
             }
         }
         out

@@ -1019,6 +1019,18 @@ impl Scalar {
                 }
             }
             Scalar::Call(f, args) => {
+                // Arguments that stand in the row or the plan (columns, fields, constants)
+                // are passed where they are; others are computed first.
+                let mut refs: smallvec::SmallVec<[&Datum; 4]> = smallvec::SmallVec::new();
+                for a in args {
+                    match a.in_place(row) {
+                        Some(d) => refs.push(d),
+                        None => break,
+                    }
+                }
+                if refs.len() == args.len() {
+                    return f.call(&refs);
+                }
                 let values: smallvec::SmallVec<[std::borrow::Cow<'_, Datum>; 4]> =
                     args.iter().map(|a| a.operand(row)).collect();
                 let values: smallvec::SmallVec<[&Datum; 4]> = values.iter().map(|v| &**v).collect();
@@ -1126,9 +1138,38 @@ impl Scalar {
         }
     }
 
+    /// The value of a constant, or of a column or a field of one, borrowed where it stands;
+    /// `None` for other expressions (and for a field of a NULL).
+    #[inline]
+    fn in_place<'a>(&'a self, row: &'a [Datum]) -> Option<&'a Datum> {
+        match self {
+            Scalar::Lit(d) => Some(d),
+            e => e.borrow(row),
+        }
+    }
+
     /// Whether the expression is `TRUE` on `row` (a `WHERE`'s test: `NULL` is not).
+    ///
+    /// `a AND b` is `TRUE` exactly when both are, and `a OR b` when either is, so these
+    /// test their sides without making three-valued results; a comparison of values that
+    /// stand in the row compares them in place.
     pub fn test(&self, row: &[Datum]) -> bool {
-        matches!(self.eval(row), Datum::Bool(true))
+        match self {
+            Scalar::And(a, b) => a.test(row) && b.test(row),
+            Scalar::Or(a, b) => a.test(row) || b.test(row),
+            Scalar::Cmp(op, kind, l, r) => match (l.in_place(row), r.in_place(row)) {
+                (Some(a), Some(b)) => compare_values(*kind, a, b).is_some_and(|ord| match op {
+                    CmpOp::Eq => ord.is_eq(),
+                    CmpOp::Ne => ord.is_ne(),
+                    CmpOp::Lt => ord.is_lt(),
+                    CmpOp::Le => ord.is_le(),
+                    CmpOp::Gt => ord.is_gt(),
+                    CmpOp::Ge => ord.is_ge(),
+                }),
+                _ => matches!(self.eval(row), Datum::Bool(true)),
+            },
+            _ => matches!(self.eval(row), Datum::Bool(true)),
+        }
     }
 }
 

@@ -882,6 +882,15 @@ fn value_mismatch(e: &E, row: &Row) -> Option<String> {
     };
     let expected = datum(eval(e, row), type_of(e));
     let actual = compiled.expr.eval(&row.datums());
+    // A condition's test (a WHERE's, a CASE branch's) is TRUE exactly where the value is.
+    if type_of(e) == T::Bool {
+        let tested = compiled.expr.test(&row.datums());
+        if tested != (expected == Datum::Bool(true)) {
+            return Some(format!(
+                "`{text}` on {row:?}: its test gives {tested}, the oracle's value {expected:?}"
+            ));
+        }
+    }
     // Where the types differ (the type property's business), numbers are compared as numbers.
     let same = actual == expected
         || (compiled.ty != sql_type(type_of(e))
