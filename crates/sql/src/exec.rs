@@ -262,10 +262,17 @@ impl Builder<'_> {
                 );
                 Rows::Append(
                     l.flat_map(move |row: SqlRow| {
-                        let key: SqlRow = keys.iter().map(|k| k.eval(&row)).collect();
-                        let mut out = Vec::new();
-                        for other in index.get(&key).map_or(&[][..], Vec::as_slice) {
-                            out.extend(joined(&row, other, residual.as_ref()));
+                        let key: smallvec::SmallVec<[Datum; 2]> =
+                            keys.iter().map(|k| k.eval(&row)).collect();
+                        let matches = index.get(&key[..]).map_or(&[][..], Vec::as_slice);
+                        // A key mostly meets one row: the left row is moved into the last
+                        // match's output, not copied.
+                        let mut out = smallvec::SmallVec::<[SqlRow; 1]>::new();
+                        if let Some((last, rest)) = matches.split_last() {
+                            for other in rest {
+                                out.extend(joined(&row, other, residual.as_ref()));
+                            }
+                            out.extend(joined_owned(row, last, residual.as_ref()));
                         }
                         out
                     })
@@ -298,19 +305,26 @@ impl Builder<'_> {
                         rk.iter().map(|k| k.eval(row)).collect::<SqlRow>()
                     }))
                     .process_with_state(
+                        // A row is kept first, then moved into its last match's output.
                         move |_k, st: &mut Option<Sides>, row: SqlRow, out: &mut Vec<SqlRow>| {
                             let (lefts, rights) = st.get_or_insert_with(Default::default);
-                            for other in rights.meet() {
-                                out.extend(joined(&row, other, residual.as_ref()));
-                            }
                             lefts.push(&row);
+                            if let Some((last, rest)) = rights.meet().split_last() {
+                                for other in rest {
+                                    out.extend(joined(&row, other, residual.as_ref()));
+                                }
+                                out.extend(joined_owned(row, last, residual.as_ref()));
+                            }
                         },
                         move |_k, st: &mut Option<Sides>, row: SqlRow, out: &mut Vec<SqlRow>| {
                             let (lefts, rights) = st.get_or_insert_with(Default::default);
-                            for other in lefts.meet() {
-                                out.extend(joined(other, &row, residual2.as_ref()));
-                            }
                             rights.push(&row);
+                            if let Some((last, rest)) = lefts.meet().split_last() {
+                                for other in rest {
+                                    out.extend(joined(other, &row, residual2.as_ref()));
+                                }
+                                out.extend(joined_to_owned(last, row, residual2.as_ref()));
+                            }
                         },
                     )
                     .name("join");
@@ -374,6 +388,20 @@ impl Builder<'_> {
             }
         })
     }
+}
+
+/// [`joined`] of a left row that is not needed after.
+fn joined_owned(mut left: SqlRow, right: &SqlRow, residual: Option<&Scalar>) -> Option<SqlRow> {
+    left.extend(right.iter().cloned());
+    residual.is_none_or(|p| p.test(&left)).then_some(left)
+}
+
+/// [`joined`] of a right row that is not needed after.
+fn joined_to_owned(left: &SqlRow, right: SqlRow, residual: Option<&Scalar>) -> Option<SqlRow> {
+    let mut row = Vec::with_capacity(left.len() + right.len());
+    row.extend(left.iter().cloned());
+    row.extend(right);
+    residual.is_none_or(|p| p.test(&row)).then_some(row)
 }
 
 /// The row of `left` and `right` joined, if it meets the residual condition.
