@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use spate_dataflow::UpdatingAggregate;
 
 use crate::expr::{compare_values, Numeric, Scalar};
-use crate::types::{Datum, SqlRow, SqlType};
+use crate::types::{Datum, SqlKey, SqlRow, SqlType};
 use crate::SqlError;
 
 /// An aggregate function.
@@ -300,7 +300,7 @@ impl GroupAggregate {
     }
 }
 
-impl UpdatingAggregate<SqlRow, SqlRow> for GroupAggregate {
+impl UpdatingAggregate<SqlKey, SqlRow> for GroupAggregate {
     type Acc = Vec<Acc>;
     type Out = SqlRow;
     fn create(&self) -> Vec<Acc> {
@@ -351,7 +351,7 @@ impl UpdatingAggregate<SqlRow, SqlRow> for GroupAggregate {
             }
         }
     }
-    fn results(&self, key: &SqlRow, acc: &Vec<Acc>, out: &mut Vec<SqlRow>) {
+    fn results(&self, key: &SqlKey, acc: &Vec<Acc>, out: &mut Vec<SqlRow>) {
         let mut row = Vec::with_capacity(key.len() + acc.len());
         row.extend(key.iter().cloned());
         row.extend(
@@ -464,7 +464,7 @@ impl Ranked {
     }
 }
 
-impl UpdatingAggregate<SqlRow, SqlRow> for RankAggregate {
+impl UpdatingAggregate<SqlKey, SqlRow> for RankAggregate {
     type Acc = Vec<Arc<[Datum]>>;
     type Out = Ranked;
     fn create(&self) -> Vec<Arc<[Datum]>> {
@@ -481,7 +481,7 @@ impl UpdatingAggregate<SqlRow, SqlRow> for RankAggregate {
             acc.truncate(self.limit);
         }
     }
-    fn results(&self, _key: &SqlRow, acc: &Vec<Arc<[Datum]>>, out: &mut Vec<Ranked>) {
+    fn results(&self, _key: &SqlKey, acc: &Vec<Arc<[Datum]>>, out: &mut Vec<Ranked>) {
         out.extend(acc.iter().enumerate().map(|(i, row)| Ranked {
             row: row.clone(),
             rank: i as i64 + 1,
@@ -665,7 +665,7 @@ pub struct RetractAggregate {
     pub calls: Arc<[AggCall]>,
 }
 
-impl UpdatingAggregate<SqlRow, spate_dataflow::Change<SqlRow>> for RetractAggregate {
+impl UpdatingAggregate<SqlKey, spate_dataflow::Change<SqlRow>> for RetractAggregate {
     /// The group's number of rows, and the aggregates' states.
     type Acc = (i64, Vec<RetractAcc>);
     type Out = SqlRow;
@@ -679,7 +679,7 @@ impl UpdatingAggregate<SqlRow, spate_dataflow::Change<SqlRow>> for RetractAggreg
             call.apply(a, &change.row, sign);
         }
     }
-    fn results(&self, key: &SqlRow, acc: &Self::Acc, out: &mut Vec<SqlRow>) {
+    fn results(&self, key: &SqlKey, acc: &Self::Acc, out: &mut Vec<SqlRow>) {
         if acc.0 <= 0 {
             return;
         }

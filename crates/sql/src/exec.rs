@@ -40,7 +40,7 @@ use crate::format::write_json_row;
 use crate::packed::JoinSide;
 use crate::plan::{GroupWindow, Node, Plan};
 use crate::prune;
-use crate::types::{Datum, SqlRow, SqlType};
+use crate::types::{Datum, SqlKey, SqlRow, SqlType};
 use crate::SqlError;
 
 /// A plan's rows as a stream: inserts only, or a changelog.
@@ -183,24 +183,22 @@ impl Builder<'_> {
                 };
                 let keys: Arc<[Scalar]> = rank.partition.clone().into();
                 Rows::Changes(
-                    s.key_by(move |row: &SqlRow| {
-                        keys.iter().map(|k| k.eval(row)).collect::<SqlRow>()
-                    })
-                    .updating(RankAggregate {
-                        order: rank.order.clone().into(),
-                        limit,
-                        ties_first: rank.keep_last && limit == 1,
-                    })
-                    .name(if rank.keep_last && limit == 1 {
-                        "deduplicate"
-                    } else {
-                        "top-n"
-                    })
-                    .map(|c: Change<Ranked>| Change {
-                        kind: c.kind,
-                        row: c.row.into_row(),
-                    })
-                    .name("ranked-rows"),
+                    s.key_by(move |row: &SqlRow| key_of(&keys, row))
+                        .updating(RankAggregate {
+                            order: rank.order.clone().into(),
+                            limit,
+                            ties_first: rank.keep_last && limit == 1,
+                        })
+                        .name(if rank.keep_last && limit == 1 {
+                            "deduplicate"
+                        } else {
+                            "top-n"
+                        })
+                        .map(|c: Change<Ranked>| Change {
+                            kind: c.kind,
+                            row: c.row.into_row(),
+                        })
+                        .name("ranked-rows"),
                 )
             }
             Node::WindowTvf(input, window) => {
@@ -300,10 +298,8 @@ impl Builder<'_> {
                 // Both sides' rows, packed until met: a regular join keeps every row.
                 type Sides = (JoinSide, JoinSide);
                 let joined = l
-                    .key_by(move |row: &SqlRow| lk.iter().map(|k| k.eval(row)).collect::<SqlRow>())
-                    .connect(&r.key_by(move |row: &SqlRow| {
-                        rk.iter().map(|k| k.eval(row)).collect::<SqlRow>()
-                    }))
+                    .key_by(move |row: &SqlRow| key_of(&lk, row))
+                    .connect(&r.key_by(move |row: &SqlRow| key_of(&rk, row)))
                     .process_with_state(
                         // A row is kept first, then moved into its last match's output.
                         move |_k, st: &mut Option<Sides>, row: SqlRow, out: &mut Vec<SqlRow>| {
@@ -337,9 +333,7 @@ impl Builder<'_> {
                     ));
                 };
                 let keys: Arc<[Scalar]> = keys.clone().into();
-                let keyed = s.key_by(move |row: &SqlRow| {
-                    keys.iter().map(|k| k.eval(row)).collect::<SqlRow>()
-                });
+                let keyed = s.key_by(move |row: &SqlRow| key_of(&keys, row));
                 let agg = WindowAggregate {
                     calls: calls.clone().into(),
                 };
@@ -368,26 +362,27 @@ impl Builder<'_> {
                     Rows::Append(s) => s,
                     Rows::Changes(s) => {
                         return Ok(Rows::Changes(
-                            s.key_by(move |c: &Change<SqlRow>| {
-                                keys.iter().map(|k| k.eval(&c.row)).collect::<SqlRow>()
-                            })
-                            .updating(RetractAggregate {
-                                calls: calls.clone().into(),
-                            })
-                            .name("group-aggregate"),
+                            s.key_by(move |c: &Change<SqlRow>| key_of(&keys, &c.row))
+                                .updating(RetractAggregate {
+                                    calls: calls.clone().into(),
+                                })
+                                .name("group-aggregate"),
                         ))
                     }
                 };
                 Rows::Changes(
-                    s.key_by(move |row: &SqlRow| {
-                        keys.iter().map(|k| k.eval(row)).collect::<SqlRow>()
-                    })
-                    .updating(GroupAggregate::new(calls.clone().into()))
-                    .name("group-aggregate"),
+                    s.key_by(move |row: &SqlRow| key_of(&keys, row))
+                        .updating(GroupAggregate::new(calls.clone().into()))
+                        .name("group-aggregate"),
                 )
             }
         })
     }
+}
+
+/// The key of `row`: the values of `keys` on it.
+fn key_of(keys: &[Scalar], row: &[Datum]) -> SqlKey {
+    keys.iter().map(|k| k.eval(row)).collect()
 }
 
 /// [`joined`] of a left row that is not needed after.
@@ -444,10 +439,10 @@ impl WindowAssigner<SqlRow> for ColumnWindows {
 
 /// A window aggregate's rows: the key, the aggregates, the window's start, end and rowtime.
 fn window_rows(
-    windowed: WindowedStream<SqlRow, SqlRow, TimeWindow>,
+    windowed: WindowedStream<SqlKey, SqlRow, TimeWindow>,
     agg: WindowAggregate,
 ) -> DataStream<SqlRow> {
-    windowed.aggregate_with(agg, |key: &SqlRow, w, values: SqlRow, out| {
+    windowed.aggregate_with(agg, |key: &SqlKey, w, values: SqlRow, out| {
         let mut row = Vec::with_capacity(key.len() + values.len() + 3);
         row.extend(key.iter().cloned());
         row.extend(values);

@@ -176,6 +176,12 @@ impl std::hash::Hash for Datum {
 /// One row of a SQL stream: a datum per column, in the plan node's column order.
 pub type SqlRow = Vec<Datum>;
 
+/// The key of a keyed operator (a `GROUP BY`'s, a join's, a `PARTITION BY`'s values): up to
+/// two values stand inline, so that keying a row allocates nothing and comparing two keys
+/// reads no other memory. It hashes, compares and serializes as a [`SqlRow`] of the same
+/// values does.
+pub type SqlKey = smallvec::SmallVec<[Datum; 2]>;
+
 /// Days since 1970-01-01 of a civil date (Howard Hinnant's algorithm).
 pub fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
     let y = if m <= 2 { y - 1 } else { y };
