@@ -410,6 +410,18 @@ impl Planner<'_> {
             }
             node => Plan { node, ..input },
         };
+        // A join below keeps only the columns this projection and the join itself read.
+        let input = match input.node {
+            Node::Join(..) => {
+                let mut bound: Vec<Scalar> = exprs.iter().map(|(_, e)| e.expr.clone()).collect();
+                let narrowed = narrow_join(input, &mut bound);
+                for ((_, e), b) in exprs.iter_mut().zip(bound) {
+                    e.expr = b;
+                }
+                narrowed
+            }
+            node => Plan { node, ..input },
+        };
         // The rowtime goes through a projection that keeps its column as it is.
         let rowtime = input.rowtime.and_then(|t| {
             exprs
@@ -1275,6 +1287,115 @@ fn join(left: Plan, right: Plan) -> Plan {
     }
 }
 
+/// Projection push-down through a join (Flink's `ProjectJoinTransposeRule`): `join`, a join
+/// whose rows only `exprs` (over them) read, with each side cut to the columns `exprs`, the
+/// residual condition and that side's keys read; `exprs` are rewritten to the cut rows.
+/// A side cut this way keeps less in a regular join's state, and computes less (a
+/// `PROCTIME()` column no one reads is not computed). The side of a lookup join that is
+/// the table is left whole.
+fn narrow_join(join: Plan, exprs: &mut [Scalar]) -> Plan {
+    let Node::Join(left, right, mut spec) = join.node else {
+        return join;
+    };
+    let (lw, rw) = (left.scope.columns.len(), right.scope.columns.len());
+    let mut read = vec![false; lw + rw];
+    let mark = |e: &Scalar, offset: usize, read: &mut [bool]| {
+        let mut cols = Vec::new();
+        columns_of(e, &mut cols);
+        for c in cols {
+            if let Some(r) = read.get_mut(c + offset) {
+                *r = true;
+            }
+        }
+    };
+    for e in exprs.iter().chain(&spec.residual) {
+        mark(e, 0, &mut read);
+    }
+    for k in &spec.left_keys {
+        mark(k, 0, &mut read);
+    }
+    for k in &spec.right_keys {
+        mark(k, lw, &mut read);
+    }
+    if spec.lookup {
+        read[lw..].iter_mut().for_each(|r| *r = true);
+    }
+    if read.iter().all(|&r| r) {
+        return Plan {
+            node: Node::Join(left, right, spec),
+            ..join
+        };
+    }
+    // The new position of each column kept, over the joined row.
+    let mut position = vec![None; lw + rw];
+    let mut next = 0;
+    for (c, &r) in read.iter().enumerate() {
+        if r {
+            position[c] = Some(next);
+            next += 1;
+        }
+    }
+    let new_lw = read[..lw].iter().filter(|&&r| r).count();
+    let left = keep_columns(*left, &read[..lw]);
+    let right = keep_columns(*right, &read[lw..]);
+    let at = |c: usize| Scalar::Col(position[c].expect("a column read is kept"));
+    for e in exprs.iter_mut() {
+        *e = map_columns(e, &at);
+    }
+    spec.residual = spec.residual.map(|r| map_columns(&r, &at));
+    spec.left_keys = spec.left_keys.iter().map(|k| map_columns(k, &at)).collect();
+    spec.right_keys = spec
+        .right_keys
+        .iter()
+        .map(|k| {
+            map_columns(k, &|c| {
+                Scalar::Col(position[c + lw].expect("a key is kept") - new_lw)
+            })
+        })
+        .collect();
+    let mut plan = self::join(left, right);
+    if let Node::Join(_, _, s) = &mut plan.node {
+        *s = spec;
+    }
+    plan
+}
+
+/// `plan`'s rows with only the columns marked in `keep` (all of them: `plan` as it is).
+fn keep_columns(plan: Plan, keep: &[bool]) -> Plan {
+    if keep.iter().all(|&k| k) {
+        return plan;
+    }
+    let kept: Vec<usize> = (0..keep.len()).filter(|&c| keep[c]).collect();
+    let new_of = |c: usize| kept.iter().position(|&k| k == c);
+    let scope = Scope::new(
+        kept.iter()
+            .map(|&c| plan.scope.columns[c].clone())
+            .collect(),
+    );
+    let rowtime = plan.rowtime.and_then(new_of);
+    let windows = plan
+        .windows
+        .and_then(|(s, e)| Some((new_of(s)?, new_of(e)?)));
+    let updating = plan.updating;
+    let node = match plan.node {
+        // A projection below computes only the columns kept.
+        Node::Project(input, exprs) => {
+            Node::Project(input, kept.iter().map(|&c| exprs[c].clone()).collect())
+        }
+        node => Node::Project(
+            Box::new(Plan { node, ..plan }),
+            kept.iter().map(|&c| Scalar::Col(c)).collect(),
+        ),
+    };
+    Plan {
+        node,
+        scope,
+        rowtime,
+        updating,
+        windows,
+    }
+}
+
 /// The columns `e` reads.
 fn columns_of(e: &Scalar, out: &mut Vec<usize>) {
     match e {
@@ -1563,5 +1684,63 @@ mod tests {
             panic!("{}", plan.explain())
         };
         assert!(matches!(scan.node, Node::Scan(_)), "{}", plan.explain());
+    }
+
+    /// A join under a projection keeps, of each side, only the columns the projection, the
+    /// residual and the keys read: the view's unread columns and its `PROCTIME()` are cut
+    /// from the side's projection, and the projection above reads the cut row.
+    #[test]
+    fn a_join_keeps_only_the_columns_read_above_it() {
+        let (_, plan) = plan_script(
+            "CREATE TABLE t (k BIGINT, a BIGINT, s VARCHAR, u VARCHAR, ts TIMESTAMP(3)) WITH ('connector' = 'filesystem', 'path' = 'x');
+             CREATE TABLE d (id BIGINT, name VARCHAR, extra VARCHAR) WITH ('connector' = 'filesystem', 'path' = 'y');
+             CREATE VIEW v AS SELECT k, a, s, u, ts, PROCTIME() AS p FROM t;
+             SELECT v.a, d.name FROM v JOIN d ON v.k = d.id WHERE v.a > d.id;",
+        );
+        let Node::Project(join, exprs) = &plan.node else {
+            panic!("{}", plan.explain())
+        };
+        let Node::Join(left, right, spec) = &join.node else {
+            panic!("{}", plan.explain())
+        };
+        let names = |p: &Plan| {
+            p.scope
+                .columns
+                .iter()
+                .map(|c| c.name.clone())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(names(left), ["k", "a"], "{}", plan.explain());
+        assert_eq!(names(right), ["id", "name"], "{}", plan.explain());
+        // The left side's projection computes no PROCTIME().
+        let Node::Project(_, left_exprs) = &left.node else {
+            panic!("{}", plan.explain())
+        };
+        assert!(
+            left_exprs.iter().all(|e| !reads_proctime(e)),
+            "{}",
+            plan.explain()
+        );
+        // The keys, the residual and the projection read the cut rows.
+        assert!(
+            matches!(spec.left_keys[..], [Scalar::Col(0)]),
+            "{}",
+            plan.explain()
+        );
+        assert!(
+            matches!(spec.right_keys[..], [Scalar::Col(0)]),
+            "{}",
+            plan.explain()
+        );
+        assert!(
+            matches!(exprs[..], [Scalar::Col(1), Scalar::Col(3)]),
+            "{}",
+            plan.explain()
+        );
+        let residual = format!("{:?}", spec.residual);
+        assert!(
+            residual.contains("Col(1)") && residual.contains("Col(2)"),
+            "{residual}"
+        );
     }
 }
