@@ -6,6 +6,7 @@
 //! a filter and a projection are chained `filter`/`map` calls ([`crate::exec`] builds them).
 //! Views are inlined where they are named, as Flink's planner does.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use sqlparser::ast::{
@@ -228,7 +229,74 @@ impl Plan {
 
 /// Plans `query` over `catalog`.
 pub fn plan_query(query: &Query, catalog: &Catalog) -> Result<Plan, SqlError> {
-    Planner { catalog, depth: 0 }.query(query)
+    let plan = Planner { catalog, depth: 0 }.query(query)?;
+    let mut uses = HashMap::new();
+    count_subplans(&plan, &mut uses);
+    Ok(narrow_joins(plan, &uses))
+}
+
+/// How many times each subplan (by its `Debug` text, as the builder shares them) occurs in
+/// `plan`.
+fn count_subplans(plan: &Plan, uses: &mut HashMap<String, usize>) {
+    *uses.entry(format!("{:?}", plan.node)).or_default() += 1;
+    match &plan.node {
+        Node::Scan(_) => {}
+        Node::Filter(i, _)
+        | Node::Project(i, _)
+        | Node::Aggregate(i, ..)
+        | Node::Rank(i, _)
+        | Node::WindowAggregate(i, ..)
+        | Node::WindowTvf(i, _) => count_subplans(i, uses),
+        Node::Join(l, r, _) => {
+            count_subplans(l, uses);
+            count_subplans(r, uses);
+        }
+    }
+}
+
+/// `plan` with [`narrow_join`] applied to each projection over a join, the sides that
+/// occur more than once in the plan (built once and shared) left whole.
+fn narrow_joins(plan: Plan, uses: &HashMap<String, usize>) -> Plan {
+    let Plan {
+        node,
+        scope,
+        rowtime,
+        updating,
+        windows,
+    } = plan;
+    let go = |p: Box<Plan>| Box::new(narrow_joins(*p, uses));
+    let node = match node {
+        Node::Project(input, mut exprs) if matches!(input.node, Node::Join(..)) => {
+            let join = narrow_joins(narrow_join(*input, &mut exprs, uses), uses);
+            // Every column of the cut join, in order: no projection left to run.
+            let width = join.scope.columns.len();
+            if exprs.len() == width
+                && exprs
+                    .iter()
+                    .enumerate()
+                    .all(|(i, e)| matches!(e, Scalar::Col(j) if *j == i))
+            {
+                join.node
+            } else {
+                Node::Project(Box::new(join), exprs)
+            }
+        }
+        Node::Scan(t) => Node::Scan(t),
+        Node::Filter(i, p) => Node::Filter(go(i), p),
+        Node::Project(i, e) => Node::Project(go(i), e),
+        Node::Aggregate(i, k, c) => Node::Aggregate(go(i), k, c),
+        Node::Rank(i, r) => Node::Rank(go(i), r),
+        Node::WindowAggregate(i, w, k, c) => Node::WindowAggregate(go(i), w, k, c),
+        Node::WindowTvf(i, w) => Node::WindowTvf(go(i), w),
+        Node::Join(l, r, spec) => Node::Join(go(l), go(r), spec),
+    };
+    Plan {
+        node,
+        scope,
+        rowtime,
+        updating,
+        windows,
+    }
 }
 
 struct Planner<'a> {
@@ -407,18 +475,6 @@ impl Planner<'_> {
                     e.expr = substitute(&e.expr, &inner_exprs);
                 }
                 *inner
-            }
-            node => Plan { node, ..input },
-        };
-        // A join below keeps only the columns this projection and the join itself read.
-        let input = match input.node {
-            Node::Join(..) => {
-                let mut bound: Vec<Scalar> = exprs.iter().map(|(_, e)| e.expr.clone()).collect();
-                let narrowed = narrow_join(input, &mut bound);
-                for ((_, e), b) in exprs.iter_mut().zip(bound) {
-                    e.expr = b;
-                }
-                narrowed
             }
             node => Plan { node, ..input },
         };
@@ -1292,8 +1348,9 @@ fn join(left: Plan, right: Plan) -> Plan {
 /// residual condition and that side's keys read; `exprs` are rewritten to the cut rows.
 /// A side cut this way keeps less in a regular join's state, and computes less (a
 /// `PROCTIME()` column no one reads is not computed). The side of a lookup join that is
-/// the table is left whole.
-fn narrow_join(join: Plan, exprs: &mut [Scalar]) -> Plan {
+/// the table is left whole, and so is a side that occurs more than once in the plan
+/// (`uses`): it is built once for all its uses, and cutting one use would build it twice.
+fn narrow_join(join: Plan, exprs: &mut [Scalar], uses: &HashMap<String, usize>) -> Plan {
     let Node::Join(left, right, mut spec) = join.node else {
         return join;
     };
@@ -1317,7 +1374,11 @@ fn narrow_join(join: Plan, exprs: &mut [Scalar]) -> Plan {
     for k in &spec.right_keys {
         mark(k, lw, &mut read);
     }
-    if spec.lookup {
+    let shared = |side: &Plan| uses.get(&format!("{:?}", side.node)).copied().unwrap_or(0) > 1;
+    if shared(&left) {
+        read[..lw].iter_mut().for_each(|r| *r = true);
+    }
+    if spec.lookup || shared(&right) {
         read[lw..].iter_mut().for_each(|r| *r = true);
     }
     if read.iter().all(|&r| r) {
@@ -1742,5 +1803,23 @@ mod tests {
             residual.contains("Col(1)") && residual.contains("Col(2)"),
             "{residual}"
         );
+    }
+
+    /// A join's side that the plan also reads elsewhere (a view on both sides of a join, as
+    /// q7's `bid`) is built once for both, so it is not cut for one of them.
+    #[test]
+    fn a_join_side_the_plan_shares_is_not_cut() {
+        let (_, plan) = plan_script(
+            "CREATE TABLE t (k BIGINT, a BIGINT, s VARCHAR) WITH ('connector' = 'filesystem', 'path' = 'x');
+             CREATE VIEW v AS SELECT k, a, s FROM t WHERE k > 0;
+             SELECT v.a FROM v JOIN (SELECT MAX(a) AS m FROM v GROUP BY k) g ON v.a = g.m;",
+        );
+        let Node::Project(join, _) = &plan.node else {
+            panic!("{}", plan.explain())
+        };
+        let Node::Join(left, _, _) = &join.node else {
+            panic!("{}", plan.explain())
+        };
+        assert_eq!(left.scope.columns.len(), 3, "{}", plan.explain());
     }
 }
