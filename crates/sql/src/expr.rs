@@ -109,6 +109,21 @@ pub enum CmpOp {
     Ge,
 }
 
+impl CmpOp {
+    /// Whether two values that compare as `ord` stand in this relation.
+    #[inline]
+    pub fn holds(self, ord: std::cmp::Ordering) -> bool {
+        match self {
+            CmpOp::Eq => ord.is_eq(),
+            CmpOp::Ne => ord.is_ne(),
+            CmpOp::Lt => ord.is_lt(),
+            CmpOp::Le => ord.is_le(),
+            CmpOp::Gt => ord.is_gt(),
+            CmpOp::Ge => ord.is_ge(),
+        }
+    }
+}
+
 /// How the operands of an arithmetic or comparison node are taken.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Numeric {
@@ -960,14 +975,7 @@ impl Scalar {
                 let (a, b) = (l.operand(row), r.operand(row));
                 match compare_values(*kind, &a, &b) {
                     None => Datum::Null,
-                    Some(ord) => Datum::Bool(match op {
-                        CmpOp::Eq => ord.is_eq(),
-                        CmpOp::Ne => ord.is_ne(),
-                        CmpOp::Lt => ord.is_lt(),
-                        CmpOp::Le => ord.is_le(),
-                        CmpOp::Gt => ord.is_gt(),
-                        CmpOp::Ge => ord.is_ge(),
-                    }),
+                    Some(ord) => Datum::Bool(op.holds(ord)),
                 }
             }
             Scalar::And(l, r) => match l.eval(row) {
@@ -1158,14 +1166,7 @@ impl Scalar {
             Scalar::And(a, b) => a.test(row) && b.test(row),
             Scalar::Or(a, b) => a.test(row) || b.test(row),
             Scalar::Cmp(op, kind, l, r) => match (l.in_place(row), r.in_place(row)) {
-                (Some(a), Some(b)) => compare_values(*kind, a, b).is_some_and(|ord| match op {
-                    CmpOp::Eq => ord.is_eq(),
-                    CmpOp::Ne => ord.is_ne(),
-                    CmpOp::Lt => ord.is_lt(),
-                    CmpOp::Le => ord.is_le(),
-                    CmpOp::Gt => ord.is_gt(),
-                    CmpOp::Ge => ord.is_ge(),
-                }),
+                (Some(a), Some(b)) => compare_values(*kind, a, b).is_some_and(|ord| op.holds(ord)),
                 _ => matches!(self.eval(row), Datum::Bool(true)),
             },
             _ => matches!(self.eval(row), Datum::Bool(true)),
