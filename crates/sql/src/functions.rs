@@ -1167,10 +1167,13 @@ struct DatePattern {
 /// The number of patterns each thread remembers a last text for.
 const DATE_MEMO_SLOTS: usize = 8;
 
+/// A text [`DatePattern::format_memo`] remembers: the pattern's id, the span, the text.
+type DateMemo = Option<(u64, i64, Arc<str>)>;
+
 thread_local! {
     /// Per thread: in slot `id % DATE_MEMO_SLOTS`, the last text formatted for pattern `id`,
     /// and the span it holds for.
-    static DATE_MEMO: std::cell::RefCell<[Option<(u64, i64, Arc<str>)>; DATE_MEMO_SLOTS]> =
+    static DATE_MEMO: std::cell::RefCell<[DateMemo; DATE_MEMO_SLOTS]> =
         const { std::cell::RefCell::new([const { None }; DATE_MEMO_SLOTS]) };
 }
 
