@@ -38,7 +38,7 @@ use crate::catalog::Table;
 use crate::expr::Scalar;
 use crate::format::write_json_row;
 use crate::packed::JoinSide;
-use crate::plan::{GroupWindow, Node, Plan};
+use crate::plan::{GroupWindow, JoinSpec, Node, Plan};
 use crate::prune;
 use crate::types::{Datum, SqlKey, SqlRow, SqlType};
 use crate::SqlError;
@@ -157,6 +157,17 @@ impl Builder<'_> {
                 }
             }
             Node::Project(input, exprs) => match &input.node {
+                // Columns only this projection reads of a lookup join are taken as the join
+                // makes its row: no joined row is built to be cut.
+                Node::Join(left, right, spec)
+                    if spec.lookup
+                        && spec.residual.is_none()
+                        && self.uses.get(&format!("{:?}", input.node)) == Some(&1)
+                        && distinct_columns(exprs).is_some() =>
+                {
+                    let columns = distinct_columns(exprs).unwrap_or_default();
+                    self.lookup_join(left, right, spec, Some(columns))?
+                }
                 // A filter only this projection reads runs with it, as one calc.
                 Node::Filter(filtered, predicate)
                     if self.uses.get(&format!("{:?}", input.node)) == Some(&1) =>
@@ -240,42 +251,7 @@ impl Builder<'_> {
                 )
             }
             Node::Join(left, right, spec) if spec.lookup => {
-                let Rows::Append(l) = self.build(left)? else {
-                    return Err(SqlError::plan(
-                        "a lookup join of an updating (changelog) input is not supported yet",
-                    ));
-                };
-                // The table, read now, by its keys (a NULL key matches nothing).
-                let mut index: rustc_hash::FxHashMap<SqlRow, Vec<SqlRow>> = Default::default();
-                for row in static_rows(right)? {
-                    let key: SqlRow = spec.right_keys.iter().map(|k| k.eval(&row)).collect();
-                    if !key.iter().any(Datum::is_null) {
-                        index.entry(key).or_default().push(row);
-                    }
-                }
-                let (index, keys, residual) = (
-                    Arc::new(index),
-                    spec.left_keys.clone(),
-                    spec.residual.clone(),
-                );
-                Rows::Append(
-                    l.flat_map(move |row: SqlRow| {
-                        let key: smallvec::SmallVec<[Datum; 2]> =
-                            keys.iter().map(|k| k.eval(&row)).collect();
-                        let matches = index.get(&key[..]).map_or(&[][..], Vec::as_slice);
-                        // A key mostly meets one row: the left row is moved into the last
-                        // match's output, not copied.
-                        let mut out = smallvec::SmallVec::<[SqlRow; 1]>::new();
-                        if let Some((last, rest)) = matches.split_last() {
-                            for other in rest {
-                                out.extend(joined(&row, other, residual.as_ref()));
-                            }
-                            out.extend(joined_owned(row, last, residual.as_ref()));
-                        }
-                        out
-                    })
-                    .name("lookup-join"),
-                )
+                self.lookup_join(left, right, spec, None)?
             }
             Node::Join(left, right, spec) => {
                 let (Rows::Append(l), Rows::Append(r)) = (self.build(left)?, self.build(right)?)
@@ -378,6 +354,89 @@ impl Builder<'_> {
             }
         })
     }
+
+    /// A lookup join (`FOR SYSTEM_TIME AS OF`): the right side, a table, is read whole now
+    /// and each left row looks its matches up in it. With `columns` (positions in the
+    /// joined row, each once, and no residual condition), only those columns are made.
+    fn lookup_join(
+        &mut self,
+        left: &Plan,
+        right: &Plan,
+        spec: &JoinSpec,
+        columns: Option<Vec<usize>>,
+    ) -> Result<Rows, SqlError> {
+        let Rows::Append(l) = self.build(left)? else {
+            return Err(SqlError::plan(
+                "a lookup join of an updating (changelog) input is not supported yet",
+            ));
+        };
+        // The table, read now, by its keys (a NULL key matches nothing).
+        let mut index: rustc_hash::FxHashMap<SqlRow, Vec<SqlRow>> = Default::default();
+        for row in static_rows(right)? {
+            let key: SqlRow = spec.right_keys.iter().map(|k| k.eval(&row)).collect();
+            if !key.iter().any(Datum::is_null) {
+                index.entry(key).or_default().push(row);
+            }
+        }
+        let (index, keys, residual) = (
+            Arc::new(index),
+            spec.left_keys.clone(),
+            spec.residual.clone(),
+        );
+        let width = left.scope.columns.len();
+        Ok(Rows::Append(
+            l.flat_map(move |row: SqlRow| {
+                let key: smallvec::SmallVec<[Datum; 2]> =
+                    keys.iter().map(|k| k.eval(&row)).collect();
+                let matches = index.get(&key[..]).map_or(&[][..], Vec::as_slice);
+                // A key mostly meets one row: the left row is moved into the last match's
+                // output, not copied.
+                let mut out = smallvec::SmallVec::<[SqlRow; 1]>::new();
+                if let Some((last, rest)) = matches.split_last() {
+                    match &columns {
+                        Some(columns) => {
+                            for other in rest {
+                                out.push(take_columns(row.clone(), other, width, columns));
+                            }
+                            out.push(take_columns(row, last, width, columns));
+                        }
+                        None => {
+                            for other in rest {
+                                out.extend(joined(&row, other, residual.as_ref()));
+                            }
+                            out.extend(joined_owned(row, last, residual.as_ref()));
+                        }
+                    }
+                }
+                out
+            })
+            .name("lookup-join"),
+        ))
+    }
+}
+
+/// The columns `exprs` name, if each is a column named once.
+fn distinct_columns(exprs: &[Scalar]) -> Option<Vec<usize>> {
+    let mut columns = Vec::with_capacity(exprs.len());
+    for e in exprs {
+        match e {
+            Scalar::Col(c) if !columns.contains(c) => columns.push(*c),
+            _ => return None,
+        }
+    }
+    Some(columns)
+}
+
+/// `columns` (distinct positions) of the row `left` (`width` columns) joined with `right`:
+/// the left's values moved, the right's cloned.
+fn take_columns(mut left: SqlRow, right: &SqlRow, width: usize, columns: &[usize]) -> SqlRow {
+    columns
+        .iter()
+        .map(|&c| match c.checked_sub(width) {
+            None => left.get_mut(c).map(std::mem::take).unwrap_or_default(),
+            Some(r) => right.get(r).cloned().unwrap_or_default(),
+        })
+        .collect()
 }
 
 /// The key of `row`: the values of `keys` on it.
