@@ -74,17 +74,7 @@ pub fn build(env: &StreamEnv, plan: &Plan) -> Result<Rows, SqlError> {
 /// How many times each subplan (by its `Debug` text) is an input in `plan`, counted once
 /// per distinct parent, as the builder builds them.
 fn count_uses(plan: &Plan, uses: &mut HashMap<String, usize>) {
-    let inputs: Vec<&Plan> = match &plan.node {
-        Node::Scan(_) => vec![],
-        Node::Filter(i, _)
-        | Node::Project(i, _)
-        | Node::Aggregate(i, ..)
-        | Node::Rank(i, _)
-        | Node::WindowAggregate(i, ..)
-        | Node::WindowTvf(i, _) => vec![i],
-        Node::Join(l, r, _) => vec![l, r],
-    };
-    for input in inputs {
+    for input in plan.inputs() {
         let n = uses.entry(format!("{:?}", input.node)).or_default();
         *n += 1;
         // A subplan's own inputs are built once, whatever number of parents it has.

@@ -128,6 +128,20 @@ pub struct Rank {
 }
 
 impl Plan {
+    /// The plans this node reads: none for a scan, two for a join (left, right).
+    pub fn inputs(&self) -> Vec<&Plan> {
+        match &self.node {
+            Node::Scan(_) => vec![],
+            Node::Filter(i, _)
+            | Node::Project(i, _)
+            | Node::Aggregate(i, ..)
+            | Node::Rank(i, _)
+            | Node::WindowAggregate(i, ..)
+            | Node::WindowTvf(i, _) => vec![i],
+            Node::Join(l, r, _) => vec![l, r],
+        }
+    }
+
     /// The output column types.
     pub fn types(&self) -> Vec<SqlType> {
         self.scope.columns.iter().map(|c| c.ty.clone()).collect()
@@ -239,18 +253,8 @@ pub fn plan_query(query: &Query, catalog: &Catalog) -> Result<Plan, SqlError> {
 /// `plan`.
 fn count_subplans(plan: &Plan, uses: &mut HashMap<String, usize>) {
     *uses.entry(format!("{:?}", plan.node)).or_default() += 1;
-    match &plan.node {
-        Node::Scan(_) => {}
-        Node::Filter(i, _)
-        | Node::Project(i, _)
-        | Node::Aggregate(i, ..)
-        | Node::Rank(i, _)
-        | Node::WindowAggregate(i, ..)
-        | Node::WindowTvf(i, _) => count_subplans(i, uses),
-        Node::Join(l, r, _) => {
-            count_subplans(l, uses);
-            count_subplans(r, uses);
-        }
+    for input in plan.inputs() {
+        count_subplans(input, uses);
     }
 }
 
