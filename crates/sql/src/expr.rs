@@ -1344,8 +1344,27 @@ pub fn compare_values(kind: Numeric, a: &Datum, b: &Datum) -> Option<std::cmp::O
     }
 }
 
-/// Converts a value of type `from` to `to` (`NULL` when it does not convert).
+/// Converts a value of type `from` to `to` (`NULL` when it does not convert). A `DECIMAL(p, s)`
+/// result with more than `p` digits is `NULL`, as Flink's casts give (`CAST(1234 AS
+/// DECIMAL(3, 0))`, `CAST(12.345 AS DECIMAL(3, 2))`).
 pub fn cast_value(v: Datum, from: &SqlType, to: &SqlType) -> Datum {
+    match (convert(v, from, to), to) {
+        (Datum::Decimal(d), SqlType::Decimal(p, _)) if !fits_precision(d, *p) => Datum::Null,
+        (d, _) => d,
+    }
+}
+
+/// Whether an unscaled DECIMAL value has at most `precision` digits.
+fn fits_precision(unscaled: i64, precision: u8) -> bool {
+    match 10i64.checked_pow(u32::from(precision)) {
+        Some(limit) => unscaled.unsigned_abs() < limit.unsigned_abs(),
+        // 19 digits or more: any i64.
+        None => true,
+    }
+}
+
+/// [`cast_value`] before the precision check.
+fn convert(v: Datum, from: &SqlType, to: &SqlType) -> Datum {
     use SqlType::*;
     if v.is_null() {
         return v;
