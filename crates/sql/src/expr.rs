@@ -504,6 +504,24 @@ pub fn bind(expr: &Expr, scope: &Scope, fns: &dyn Functions) -> Result<Typed, Sq
             Func::Position,
             vec![bind(needle, scope, fns)?, bind(r#in, scope, fns)?],
         ),
+        Expr::Like {
+            negated,
+            any: false,
+            expr: e,
+            pattern,
+            escape_char,
+        } => {
+            let mut args = vec![bind(e, scope, fns)?, bind(pattern, scope, fns)?];
+            if let Some(escape) = escape_char {
+                args.push(bind(escape, scope, fns)?);
+            }
+            let like = call("LIKE", Func::Like, args)?;
+            Ok(if *negated {
+                typed(Scalar::Not(Box::new(like.expr)), like.ty)
+            } else {
+                like
+            })
+        }
         _ => Err(unsupported(expr)),
     }
 }

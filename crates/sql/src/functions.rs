@@ -38,6 +38,7 @@
 //! | `POSITION(needle IN haystack)` | `INT` | 1-based, 0 if absent; called as `POSITION(needle, haystack)` |
 //! | `COALESCE(a, ...)` | the arguments' common type | |
 //! | `count_char(s, c)` | `BIGINT` | Nexmark's UDF `com.github.nexmark.flink.udf.CountChar` (see [`java_class`]) |
+//! | `s [NOT] LIKE p [ESCAPE c]` | `BOOLEAN` | `%` any characters, `_` one (not a line break, as Java's `.`); no escape character without `ESCAPE`, as Flink |
 //!
 //! # Where this differs from Flink, and why
 //!
@@ -118,6 +119,10 @@ pub enum Func {
     Coalesce,
     /// `count_char(s, c)`: Nexmark's UDF, how many bytes of `s` equal the first byte of `c`.
     CountChar,
+    /// `s LIKE pattern [ESCAPE c]` (an operator, not callable by name): `%` matches any
+    /// characters, `_` any one character but a line break (as Flink's, after Java's `.`), and
+    /// `c` before `%`, `_` or itself makes it literal. Without `ESCAPE` no character escapes.
+    Like,
 }
 
 impl Func {
@@ -147,6 +152,7 @@ impl Func {
         Func::Position,
         Func::Coalesce,
         Func::CountChar,
+        Func::Like,
     ];
 
     /// The function's SQL name, as error messages spell it.
@@ -176,6 +182,7 @@ impl Func {
             Func::Position => "POSITION",
             Func::Coalesce => "COALESCE",
             Func::CountChar => "count_char",
+            Func::Like => "LIKE",
         }
     }
 }
@@ -467,6 +474,11 @@ pub fn return_type(f: Func, args: &[SqlType]) -> Result<SqlType, String> {
             typed(f, args, &[Str, Str])?;
             Ok(SqlType::BigInt)
         }
+        Func::Like => {
+            arity(f, n, 2, Some(3))?;
+            typed(f, args, &[Str, Str, Str])?;
+            Ok(SqlType::Boolean)
+        }
     }
 }
 
@@ -505,6 +517,8 @@ enum Op {
     },
     Replace,
     RegexpExtract(RegexSource),
+    /// `LIKE`: the pattern compiled once (a constant pattern and escape), or per row.
+    Like(RegexSource),
     /// `by_code`: the delimiter is a character code (Flink's `SPLIT_INDEX(s, INT, INT)`).
     SplitIndex {
         by_code: bool,
@@ -585,21 +599,80 @@ impl Clone for RegexCache {
 impl RegexCache {
     /// Runs `f` on the compiled `pattern`; `None` if it does not compile.
     fn with<R>(&self, pattern: &Arc<str>, f: impl FnOnce(&Regex) -> R) -> Option<R> {
+        self.with_made(pattern, || Ok(pattern.to_string()), f)
+    }
+
+    /// Runs `f` on the regular expression `regex()` makes of the pattern `key`, compiled (the
+    /// last one is kept, by its key); `None` if it cannot be made or does not compile.
+    fn with_made<R>(
+        &self,
+        key: &Arc<str>,
+        regex: impl FnOnce() -> Result<String, String>,
+        f: impl FnOnce(&Regex) -> R,
+    ) -> Option<R> {
+        let compile = || compile_regex(&regex().ok()?).ok();
         match self.0.try_lock() {
             Ok(mut last) => {
                 if let Some((p, re)) = last.as_ref() {
-                    if **p == **pattern {
+                    if **p == **key {
                         return Some(f(re));
                     }
                 }
-                let re = compile_regex(pattern).ok()?;
+                let re = compile()?;
                 let out = f(&re);
-                *last = Some((pattern.clone(), re));
+                *last = Some((key.clone(), re));
                 Some(out)
             }
-            Err(_) => compile_regex(pattern).ok().map(|re| f(&re)),
+            Err(_) => compile().map(|re| f(&re)),
         }
     }
+}
+
+/// The one character of a `LIKE`'s `ESCAPE` clause.
+fn escape_char(e: &str) -> Result<char, String> {
+    let mut chars = e.chars();
+    match (chars.next(), chars.next()) {
+        (Some(c), None) => Ok(c),
+        _ => Err(format!(
+            "the ESCAPE of LIKE must be one character, not {e:?}"
+        )),
+    }
+}
+
+/// A `LIKE` pattern as an anchored regular expression (Flink's `sqlToRegexLike`): `%` is
+/// `(?s:.*)`, `_` any character but Java's line terminators, the escape before `%`, `_` or
+/// itself makes it literal, and the escape before anything else (or at the end) is an error.
+fn like_pattern(pattern: &str, escape: Option<char>) -> Result<String, String> {
+    let mut re = String::with_capacity(pattern.len() + 8);
+    re.push_str("\\A(?:");
+    let mut chars = pattern.chars();
+    while let Some(c) = chars.next() {
+        if Some(c) == escape {
+            match chars.next() {
+                Some(next) if next == '%' || next == '_' || Some(next) == escape => {
+                    re.push_str(&regex::escape(next.encode_utf8(&mut [0; 4])));
+                }
+                _ => {
+                    return Err(format!(
+                        "invalid escape sequence in the LIKE pattern {pattern:?}"
+                    ))
+                }
+            }
+        } else if c == '%' {
+            re.push_str("(?s:.*)");
+        } else if c == '_' {
+            re.push_str("[^\\n\\r\\x{85}\\x{2028}\\x{2029}]");
+        } else {
+            re.push_str(&regex::escape(c.encode_utf8(&mut [0; 4])));
+        }
+    }
+    re.push_str(")\\z");
+    Ok(re)
+}
+
+/// [`like_pattern`], compiled (a constant pattern: its errors are planning errors).
+fn like_regex(pattern: &str, escape: Option<char>) -> Result<Regex, String> {
+    compile_regex(&like_pattern(pattern, escape)?)
 }
 
 fn compile_regex(pattern: &str) -> Result<Regex, String> {
@@ -713,6 +786,14 @@ pub fn prepare(f: Func, args: &[SqlType], constants: &[Option<Datum>]) -> Result
             Op::Coalesce(convs.into())
         }
         Func::CountChar => Op::CountChar,
+        Func::Like => match (constant(1), args.len() < 3, constant(2)) {
+            (Some(Datum::Null), ..) | (_, false, Some(Datum::Null)) => Op::AlwaysNull,
+            (Some(Datum::Str(p)), true, _) => Op::Like(RegexSource::Fixed(like_regex(p, None)?)),
+            (Some(Datum::Str(p)), false, Some(Datum::Str(e))) => {
+                Op::Like(RegexSource::Fixed(like_regex(p, Some(escape_char(e)?))?))
+            }
+            _ => Op::Like(RegexSource::PerRow(RegexCache::default())),
+        },
     };
     Ok(Prepared { func: f, op })
 }
@@ -880,6 +961,26 @@ fn eval(op: &Op, args: &[&Datum]) -> Option<Datum> {
             match source {
                 RegexSource::Fixed(re) => extract(re)?,
                 RegexSource::PerRow(cache) => cache.with(text(args, 1)?, extract)??,
+            }
+        }
+        Op::Like(source) => {
+            let s = text(args, 0)?;
+            match source {
+                RegexSource::Fixed(re) => Datum::Bool(re.is_match(s)),
+                RegexSource::PerRow(cache) => {
+                    let escape = match args.get(2) {
+                        Some(_) => Some(escape_char(text(args, 2)?).ok()?),
+                        None => None,
+                    };
+                    let pattern = text(args, 1)?;
+                    // The cache is keyed by the pattern as LIKE spells it, with its escape.
+                    let key: Arc<str> = match escape {
+                        Some(c) => format!("{c}{pattern}").into(),
+                        None => pattern.clone(),
+                    };
+                    let regex = || like_pattern(pattern, escape);
+                    Datum::Bool(cache.with_made(&key, regex, |re| re.is_match(s))?)
+                }
             }
         }
         Op::SplitIndex { by_code } => {
@@ -1561,8 +1662,9 @@ mod tests {
             Some(Func::CountChar)
         );
         assert_eq!(java_class("com.example.Other"), None);
-        // Every function has a name `lookup` finds.
-        for f in Func::ALL {
+        // Every function has a name `lookup` finds (LIKE is an operator only).
+        assert_eq!(lookup("LIKE"), None);
+        for f in Func::ALL.iter().filter(|f| **f != Func::Like) {
             assert_eq!(lookup(f.name()), Some(*f), "{f:?}");
         }
     }
@@ -1762,6 +1864,99 @@ mod tests {
                 &[Datum::Decimal(3), i(i64::MAX)]
             ),
             Datum::Decimal(3)
+        );
+    }
+
+    /// `LIKE`, as Flink 2.3 answers (each case was run there): per-row and constant patterns
+    /// agree.
+    #[test]
+    fn like_as_flink() {
+        let cases: &[(&str, &str, Option<&str>, Option<bool>)] = &[
+            ("abc", "a%", None, Some(true)),
+            ("abc", "%b%", None, Some(true)),
+            ("abc", "_bc", None, Some(true)),
+            ("abc", "ab", None, Some(false)),
+            ("abc", "ABC", None, Some(false)),
+            // No escape without ESCAPE: a backslash is itself.
+            ("x%y_z", "x\\%y%", None, Some(false)),
+            ("a\\b", "a\\b", None, Some(true)),
+            ("a_c", "a\\_c", None, Some(false)),
+            ("ab", "a\\", None, Some(false)),
+            ("x%y_z", "x!%y%", Some("!"), Some(true)),
+            ("xay", "x!%y%", Some("!"), Some(false)),
+            ("a%", "a!%", Some("!"), Some(true)),
+            ("a!", "a!!", Some("!"), Some(true)),
+            ("abc", "a%", Some("a"), Some(false)),
+            // `_` is not a line break; `%` takes any.
+            ("a\nb", "a_b", None, Some(false)),
+            ("a\nb", "a%", None, Some(true)),
+            ("", "%", None, Some(true)),
+            ("", "_", None, Some(false)),
+            ("ÄÖü", "__ü", None, Some(true)),
+            // Regular-expression characters are plain.
+            ("a.c", "a.c", None, Some(true)),
+            ("abc", "a.c", None, Some(false)),
+            ("a*c", "a*c", None, Some(true)),
+            ("(x)", "(x)", None, Some(true)),
+            ("a[b]", "a[b]", None, Some(true)),
+            ("a^b$", "a^b$", None, Some(true)),
+            ("ab", "a|b", None, Some(false)),
+            ("abc", "%%c", None, Some(true)),
+            ("Hello World", "%o W%", None, Some(true)),
+            ("aXbXc", "%X%X%", None, Some(true)),
+        ];
+        for (text, pattern, escape, want) in cases {
+            let want = want.map_or(Datum::Null, Datum::Bool);
+            let mut types = vec![Str, Str];
+            let mut args = vec![s(text), s(pattern)];
+            if let Some(e) = escape {
+                types.push(Str);
+                args.push(s(e));
+            }
+            assert_eq!(
+                call(Func::Like, &types, &args),
+                want,
+                "{text:?} LIKE {pattern:?}"
+            );
+            assert_eq!(
+                call_const(Func::Like, &types, &args),
+                want,
+                "{text:?} LIKE {pattern:?} (constant)"
+            );
+        }
+        // NULL either side is NULL; a bad escape is a planning error for a constant pattern
+        // and NULL per row.
+        assert_eq!(
+            call(Func::Like, &[Str, Str], &[Datum::Null, s("a")]),
+            Datum::Null
+        );
+        assert_eq!(
+            call_const(Func::Like, &[Str, Str], &[s("a"), Datum::Null]),
+            Datum::Null
+        );
+        let bad = |p: &str, e: &str| {
+            prepare(
+                Func::Like,
+                &[Str, Str, Str],
+                &[None, Some(s(p)), Some(s(e))],
+            )
+            .unwrap_err()
+        };
+        assert_eq!(
+            bad("a!b", "!"),
+            "invalid escape sequence in the LIKE pattern \"a!b\""
+        );
+        assert_eq!(
+            bad("a!", "!"),
+            "invalid escape sequence in the LIKE pattern \"a!\""
+        );
+        assert_eq!(
+            bad("a", "xx"),
+            "the ESCAPE of LIKE must be one character, not \"xx\""
+        );
+        assert_eq!(
+            call(Func::Like, &[Str, Str, Str], &[s("ab"), s("a!b"), s("!")]),
+            Datum::Null
         );
     }
 
