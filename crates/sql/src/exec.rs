@@ -519,10 +519,14 @@ fn data_type(ty: &SqlType) -> Result<DataType, SqlError> {
         SqlType::Double => DataType::Float64,
         SqlType::String => DataType::String,
         SqlType::Timestamp => DataType::Timestamp,
+        SqlType::Decimal(precision, scale) => DataType::Decimal {
+            precision: *precision,
+            scale: *scale,
+        },
         SqlType::Row(fields) => {
             DataType::Row(schema_of(fields.iter().map(|(n, t)| (n.as_str(), t)))?)
         }
-        SqlType::Decimal(..) | SqlType::Interval | SqlType::Null => {
+        SqlType::Interval | SqlType::Null => {
             return Err(SqlError::plan(format!(
                 "a JSON column cannot be read as {ty} yet"
             )))
@@ -554,6 +558,10 @@ impl RowBuilder for Datums {
     }
     fn float(f: f64) -> Datum {
         Datum::Double(f)
+    }
+    fn decimal(unscaled: i64, _scale: u8) -> Datum {
+        // The column's scale is its type's.
+        Datum::Decimal(unscaled)
     }
     fn string(s: String) -> Datum {
         Datum::Str(s.into())
@@ -594,14 +602,6 @@ fn scan(
                     "the table `{}`: the filesystem source reads 'json' (JSON lines) or 'csv', not '{format}'",
                     table.name
                 )));
-            }
-            for column in table.physical() {
-                if matches!(column.ty, SqlType::Decimal(..)) {
-                    return Err(SqlError::plan(format!(
-                        "the table `{}`: DECIMAL column `{}` cannot be read from JSON yet",
-                        table.name, column.name
-                    )));
-                }
             }
             let schema = schema_of(table.physical().map(|c| (c.name.as_str(), &c.ty)))?;
             // Only what the plan reads is decoded: the other fields are skipped unbuilt.

@@ -12,6 +12,7 @@
 //! | [`DataType::Float64`] | [`Value::Float`] |
 //! | [`DataType::String`] | [`Value::Str`] |
 //! | [`DataType::Timestamp`] | [`Value::Int`]: milliseconds since the epoch, UTC (Flink's `TIMESTAMP(3)`) |
+//! | [`DataType::Decimal`] | [`Value::Float`] (a front with exact decimals of its own, as the SQL front's, keeps the exact value) |
 //! | [`DataType::Row`] | [`Value::List`]: the nested row's values in its schema's order |
 //!
 //! and [`Value::Null`] for a missing or `null` value of a nullable field. Decoders (such as the
@@ -38,6 +39,15 @@ pub enum DataType {
     /// and time, ISO-8601's form, is accepted too, and digits after the milliseconds are
     /// truncated) or an integer of epoch milliseconds.
     Timestamp,
+    /// `DECIMAL(precision, scale)`: an exact decimal of at most `precision` digits, `scale`
+    /// of them after the point, read from a number or a numeric string, rounded half up to
+    /// the scale (as Flink's JSON format reads it); a value with more digits is `null`.
+    Decimal {
+        /// Digits in all.
+        precision: u8,
+        /// Digits after the point.
+        scale: u8,
+    },
     /// `ROW<...>`: a nested row with its own schema.
     Row(Schema),
 }

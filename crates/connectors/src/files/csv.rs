@@ -170,6 +170,16 @@ fn decode_row(
                 Err(_) => crate::files::json::parse_timestamp_ms(text.trim())
                     .ok_or_else(|| bad("a timestamp (YYYY-MM-DD HH:MM:SS.mmm or epoch ms)"))?,
             }),
+            DataType::Decimal { precision, scale } => {
+                match crate::files::json::parse_decimal(text, *precision, *scale) {
+                    Ok(Some(unscaled)) => {
+                        Value::Float(unscaled as f64 / 10f64.powi(i32::from(*scale)))
+                    }
+                    Ok(None) if *nullable => Value::Null,
+                    Ok(None) => return Err(bad("a decimal of its column's precision")),
+                    Err(_) => return Err(bad("a decimal number")),
+                }
+            }
             DataType::Row(_) => unreachable!("refused by with_schema"),
         };
         values.push(value);

@@ -25,6 +25,12 @@ use serde::de::{self, Deserialize, DeserializeSeed, Expected, Unexpected, Visito
 /// `serde_json`'s recursion limit: a value built may nest one level less.
 const RECURSION_LIMIT: u8 = 128;
 
+/// A newtype-struct name that asks this deserializer for a number's text as it stands in the
+/// line (a borrowed `str`), so that an exact decimal is read without going through a float;
+/// anything other than a number is deserialized as `deserialize_any` would. Other
+/// deserializers (`serde_json`) treat it as any newtype struct.
+pub const NUMBER_TEXT: &str = "$spate::NumberText";
+
 /// Why a text was refused, with the byte offset where it was noticed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Error {
@@ -1114,10 +1120,24 @@ impl<'de> de::Deserializer<'de> for &mut Deserializer<'de> {
 
     fn deserialize_newtype_struct<V: Visitor<'de>>(
         self,
-        _name: &'static str,
+        name: &'static str,
         visitor: V,
     ) -> Result<V::Value> {
-        visitor.visit_newtype_struct(self)
+        if name != NUMBER_TEXT {
+            return visitor.visit_newtype_struct(self);
+        }
+        match self.peek_ws() {
+            Some(b'-' | b'0'..=b'9') => {
+                let start = self.pos;
+                self.parse_number()?;
+                let input = self.input;
+                // A number is ASCII.
+                let text = std::str::from_utf8(&input[start..self.pos])
+                    .map_err(|_| self.error("invalid number"))?;
+                visitor.visit_borrowed_str(text).map_err(|e| self.fix(e))
+            }
+            _ => self.deserialize_any(visitor),
+        }
     }
 
     fn deserialize_seq<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {

@@ -164,6 +164,11 @@ pub trait RowBuilder: Send + Sync + 'static {
     }
     /// A float.
     fn float(f: f64) -> Self::Value;
+    /// A `DECIMAL` of `scale` digits after the point, as its unscaled value (`1.25` at scale
+    /// 2 is 125): [`float`](Self::float) of it, unless the builder keeps exact decimals.
+    fn decimal(unscaled: i64, scale: u8) -> Self::Value {
+        Self::float(unscaled as f64 / 10f64.powi(i32::from(scale)))
+    }
     /// A string.
     fn string(s: String) -> Self::Value;
     /// A string borrowed from the line (one without escapes): [`string`](Self::string) of a
@@ -244,6 +249,7 @@ enum Kind<B: RowBuilder> {
     Float64,
     String,
     Timestamp,
+    Decimal { precision: u8, scale: u8 },
     Row(Prepared<B>),
 }
 
@@ -270,6 +276,10 @@ impl<B: RowBuilder> Prepared<B> {
                     DataType::Float64 => Kind::Float64,
                     DataType::String => Kind::String,
                     DataType::Timestamp => Kind::Timestamp,
+                    DataType::Decimal { precision, scale } => Kind::Decimal {
+                        precision: *precision,
+                        scale: *scale,
+                    },
                     DataType::Row(nested) => {
                         Kind::Row(Prepared::new(nested, &format!("{path}."), at, reads))
                     }
@@ -484,7 +494,11 @@ struct FieldSeed<'a, B: RowBuilder>(&'a PreparedField<B>);
 impl<'de, B: RowBuilder> DeserializeSeed<'de> for FieldSeed<'_, B> {
     type Value = B::Value;
     fn deserialize<D: serde::de::Deserializer<'de>>(self, d: D) -> Result<B::Value, D::Error> {
-        d.deserialize_any(self)
+        match self.0.kind {
+            // The number's text, for an exact value.
+            Kind::Decimal { .. } => d.deserialize_newtype_struct(de::NUMBER_TEXT, self),
+            _ => d.deserialize_any(self),
+        }
     }
 }
 
@@ -496,6 +510,7 @@ impl<B: RowBuilder> FieldSeed<'_, B> {
             Kind::Float64 => "a number",
             Kind::String => "a string",
             Kind::Timestamp => "a timestamp (a string or epoch milliseconds)",
+            Kind::Decimal { .. } => "a decimal number",
             Kind::Row(_) => "an object",
         };
         E::custom(format_args!(
@@ -509,7 +524,28 @@ impl<B: RowBuilder> FieldSeed<'_, B> {
             Kind::Int64 => Ok(B::int(v)),
             Kind::Timestamp => Ok(B::timestamp(v)),
             Kind::Float64 => Ok(B::float(v as f64)),
+            Kind::Decimal { .. } => self.decimal(&v.to_string()),
             _ => Err(self.wrong("a number")),
+        }
+    }
+
+    /// A DECIMAL field's value from the text of a number (`NULL` when it has more digits
+    /// than the field's precision, as Flink's JSON format reads it).
+    fn decimal<E: serde::de::Error>(&self, text: &str) -> Result<B::Value, E> {
+        let Kind::Decimal { precision, scale } = self.0.kind else {
+            return Err(self.wrong("a number"));
+        };
+        match parse_decimal(text, precision, scale) {
+            Ok(Some(unscaled)) => Ok(B::decimal(unscaled, scale)),
+            Ok(None) if self.0.nullable => Ok(B::null()),
+            Ok(None) => Err(E::custom(format_args!(
+                "field `{}`: {text} has more digits than DECIMAL({precision}, {scale}) holds",
+                self.0.path
+            ))),
+            Err(NotADecimal) => Err(E::custom(format_args!(
+                "field `{}`: {text:?} is not a decimal number",
+                self.0.path
+            ))),
         }
     }
 }
@@ -559,9 +595,19 @@ impl<'de, B: RowBuilder> Visitor<'de> for FieldSeed<'_, B> {
         }
     }
 
+    fn visit_newtype_struct<D: serde::de::Deserializer<'de>>(
+        self,
+        d: D,
+    ) -> Result<B::Value, D::Error> {
+        // A deserializer that does not know `NUMBER_TEXT` (`serde_json`, for the reasons of
+        // bad lines).
+        d.deserialize_any(self)
+    }
+
     fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<B::Value, E> {
         match self.0.kind {
             Kind::Float64 => Ok(B::float(v)),
+            Kind::Decimal { .. } => self.decimal(&format!("{v:?}")),
             _ => Err(self.wrong("a float")),
         }
     }
@@ -569,6 +615,7 @@ impl<'de, B: RowBuilder> Visitor<'de> for FieldSeed<'_, B> {
     fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<B::Value, E> {
         match self.0.kind {
             Kind::String => Ok(B::str(v)),
+            Kind::Decimal { .. } => self.decimal(v),
             Kind::Timestamp => parse_timestamp_ms(v).map(B::timestamp).ok_or_else(|| {
                 E::custom(format_args!(
                     "field `{}`: invalid timestamp {v:?}, expected YYYY-MM-DD HH:MM:SS.mmm",
@@ -603,6 +650,76 @@ impl<'de, B: RowBuilder> Visitor<'de> for FieldSeed<'_, B> {
             _ => Err(self.wrong("an object")),
         }
     }
+}
+
+/// What [`parse_decimal`] says of a text that is not a decimal number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NotADecimal;
+
+/// The unscaled value at `scale` of a decimal number's text (`-12.5`, `1e3`, `0.125E-1`, as
+/// JSON and Java's `BigDecimal` write them), rounded half up (away from zero), as Flink reads a
+/// `DECIMAL(precision, scale)`: `Ok(None)` when it has more than `precision` digits (or does
+/// not fit an `i64`), `Err` when the text is not a number.
+pub fn parse_decimal(text: &str, precision: u8, scale: u8) -> Result<Option<i64>, NotADecimal> {
+    let b = text.trim().as_bytes();
+    let (negative, b) = match b.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        Some((b'+', rest)) => (false, rest),
+        _ => (false, b),
+    };
+    let (mantissa, exponent) = match b.iter().position(|&c| c == b'e' || c == b'E') {
+        Some(i) => {
+            let e = std::str::from_utf8(&b[i + 1..]).map_err(|_| NotADecimal)?;
+            (&b[..i], e.parse::<i32>().map_err(|_| NotADecimal)?)
+        }
+        None => (b, 0),
+    };
+    let (whole, fraction) = match mantissa.iter().position(|&c| c == b'.') {
+        Some(i) => (&mantissa[..i], &mantissa[i + 1..]),
+        None => (mantissa, &[][..]),
+    };
+    if (whole.is_empty() && fraction.is_empty())
+        || !whole.iter().chain(fraction).all(u8::is_ascii_digit)
+    {
+        return Err(NotADecimal);
+    }
+    // The digits d stand for d * 10^(exponent - fraction.len()); at `scale`, for
+    // d * 10^shift.
+    let digits: Vec<u8> = whole
+        .iter()
+        .chain(fraction)
+        .map(|c| c - b'0')
+        .skip_while(|&d| d == 0)
+        .collect();
+    let shift = i64::from(exponent) - fraction.len() as i64 + i64::from(scale);
+    let (kept, round_up) = if shift >= 0 {
+        (&digits[..], false)
+    } else {
+        let dropped = usize::try_from(-shift).unwrap_or(usize::MAX);
+        match digits.len().checked_sub(dropped) {
+            Some(keep) => (&digits[..keep], digits.get(keep).is_some_and(|&d| d >= 5)),
+            None => (&[][..], false),
+        }
+    };
+    // Digits beyond 19 cannot fit an i64 (nor a precision of up to 18).
+    let zeros = if shift > 0 { shift as usize } else { 0 };
+    if !kept.is_empty() && kept.len() + zeros > 19 {
+        return Ok(None);
+    }
+    let mut unscaled: i128 = 0;
+    for &d in kept {
+        unscaled = unscaled * 10 + i128::from(d);
+    }
+    if !kept.is_empty() {
+        unscaled *= 10i128.pow(zeros as u32);
+    }
+    unscaled += i128::from(round_up);
+    let limit = 10i128.pow(u32::from(precision.min(38)));
+    if unscaled >= limit {
+        return Ok(None);
+    }
+    let unscaled = if negative { -unscaled } else { unscaled };
+    Ok(i64::try_from(unscaled).ok())
 }
 
 /// Parses `YYYY-MM-DD HH:MM:SS[.f...]` (or with a `T` between date and time) as UTC epoch
@@ -1317,6 +1434,148 @@ mod tests {
                 .and_then(|text| decoder.decode_reference(text).ok().map(Row));
             assert_eq!(fast, reference, "{}", String::from_utf8_lossy(line));
         }
+    }
+
+    /// Decimal texts at a scale, rounded half up, against an oracle: exact rational arithmetic
+    /// on the text's digits (i128), for every text of a grid of mantissas and exponents.
+    #[test]
+    fn decimals_are_exact_and_round_half_up() {
+        type Parsed = Result<Option<i64>, NotADecimal>;
+        let cases: &[(&str, u8, u8, Parsed)] = &[
+            ("1.25", 10, 2, Ok(Some(125))),
+            ("-1.25", 10, 1, Ok(Some(-13))),
+            ("1.24", 10, 1, Ok(Some(12))),
+            ("0.005", 10, 2, Ok(Some(1))),
+            ("0.0049", 10, 2, Ok(Some(0))),
+            ("12", 5, 3, Ok(Some(12_000))),
+            ("1e3", 10, 2, Ok(Some(100_000))),
+            ("125E-2", 10, 2, Ok(Some(125))),
+            ("0.125e1", 10, 2, Ok(Some(125))),
+            ("-0", 5, 2, Ok(Some(0))),
+            ("0e999999999", 5, 2, Ok(Some(0))),
+            // More digits than the precision: NULL, as Flink's `fromBigDecimal`.
+            ("1234", 3, 0, Ok(None)),
+            ("99.995", 4, 2, Ok(None)),
+            ("99.994", 4, 2, Ok(Some(9999))),
+            ("1e999999999", 18, 0, Ok(None)),
+            ("9223372036854775807", 19, 0, Ok(Some(i64::MAX))),
+            ("9223372036854775808", 19, 0, Ok(None)),
+            (" 7 ", 3, 1, Ok(Some(70))),
+            ("+7", 3, 1, Ok(Some(70))),
+            ("", 3, 1, Err(NotADecimal)),
+            (".", 3, 1, Err(NotADecimal)),
+            ("1.2.3", 3, 1, Err(NotADecimal)),
+            ("abc", 3, 1, Err(NotADecimal)),
+            ("1e", 3, 1, Err(NotADecimal)),
+            ("--1", 3, 1, Err(NotADecimal)),
+        ];
+        for (text, p, s, want) in cases {
+            assert_eq!(
+                parse_decimal(text, *p, *s),
+                *want,
+                "{text} at DECIMAL({p}, {s})"
+            );
+        }
+        // The oracle: value = m * 10^e exactly; at scale s, m * 10^(e + s) rounded half up.
+        for m in [
+            0i128, 1, 5, 9, 15, 125, 994, 995, 12_345, 999_999, 1_000_001,
+        ] {
+            for e in -6i32..=4 {
+                for s in 0u8..=4 {
+                    let text = format!("{m}e{e}");
+                    let k = e + i32::from(s);
+                    let want = if k >= 0 {
+                        m * 10i128.pow(k as u32)
+                    } else {
+                        let d = 10i128.pow((-k) as u32);
+                        (m + d / 2) / d
+                    };
+                    let got = parse_decimal(&text, 18, s).unwrap();
+                    assert_eq!(got, Some(want as i64), "{text} at scale {s}");
+                    let neg = parse_decimal(&format!("-{text}"), 18, s).unwrap();
+                    assert_eq!(neg, Some(-(want as i64)), "-{text} at scale {s}");
+                }
+            }
+        }
+    }
+
+    /// A DECIMAL field reads a number's text exactly (not through a float), or a numeric
+    /// string; too many digits is null in a nullable field; a non-number is a bad record.
+    #[test]
+    fn decimal_fields() {
+        let schema = Schema::new(vec![
+            Field::new(
+                "m",
+                DataType::Decimal {
+                    precision: 18,
+                    scale: 2,
+                },
+            ),
+            Field::new(
+                "p",
+                DataType::Decimal {
+                    precision: 3,
+                    scale: 0,
+                },
+            ),
+        ]);
+        struct Exact;
+        impl RowBuilder for Exact {
+            type Value = Option<i64>;
+            type Shape = ();
+            fn shape(_: &Schema) {}
+            fn null() -> Option<i64> {
+                None
+            }
+            fn is_null(v: &Option<i64>) -> bool {
+                v.is_none()
+            }
+            fn bool(_: bool) -> Option<i64> {
+                None
+            }
+            fn int(i: i64) -> Option<i64> {
+                Some(i)
+            }
+            fn float(_: f64) -> Option<i64> {
+                None
+            }
+            fn string(_: String) -> Option<i64> {
+                None
+            }
+            fn decimal(unscaled: i64, _: u8) -> Option<i64> {
+                Some(unscaled)
+            }
+            fn row(_: &(), _: Vec<Option<i64>>) -> Option<i64> {
+                None
+            }
+        }
+        let decoder = RowDecoder::<Exact>::with_builder(&schema);
+        let fields = |line: &str| decoder.decode_fields(line.as_bytes());
+        // 0.1 + 2^53 is not a float: the text is read, not a double.
+        assert_eq!(
+            fields(r#"{"m": 90071992547409.93, "p": 12}"#),
+            Ok(vec![Some(9_007_199_254_740_993), Some(12)])
+        );
+        assert_eq!(
+            fields(r#"{"m": "-1.255", "p": "7"}"#),
+            Ok(vec![Some(-126), Some(7)])
+        );
+        assert_eq!(
+            fields(r#"{"m": 1e2, "p": 999.4}"#),
+            Ok(vec![Some(10_000), Some(999)])
+        );
+        assert_eq!(fields(r#"{"m": null, "p": 999.5}"#), Ok(vec![None, None]));
+        assert_eq!(
+            fields(r#"{"m": "abc"}"#).unwrap_err(),
+            "field `m`: \"abc\" is not a decimal number at column 11"
+        );
+        assert_eq!(
+            fields(r#"{"m": true}"#).unwrap_err(),
+            "wrong type for field `m`: expected a decimal number, found a boolean at column 10"
+        );
+        // The default builder's values are floats.
+        let values = RowDecoder::new(&schema).decode(br#"{"m": 1.25, "p": 3}"#);
+        assert_eq!(values, Ok(Row(vec![Value::Float(1.25), Value::Float(3.0)])));
     }
 
     #[test]
