@@ -7,11 +7,12 @@
 //! Views are inlined where they are named, as Flink's planner does.
 
 use std::collections::HashMap;
+use std::rc::Rc;
 use std::sync::Arc;
 
 use sqlparser::ast::{
-    DuplicateTreatment, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, GroupByExpr, Query,
-    Select, SelectItem, SelectItemQualifiedWildcardKind, SetExpr, TableFactor,
+    Distinct, DuplicateTreatment, Expr, FunctionArg, FunctionArgExpr, FunctionArguments,
+    GroupByExpr, Query, Select, SelectItem, SelectItemQualifiedWildcardKind, SetExpr, TableFactor,
 };
 
 use crate::agg::{AggCall, AggFunc, SortKey};
@@ -243,7 +244,12 @@ impl Plan {
 
 /// Plans `query` over `catalog`.
 pub fn plan_query(query: &Query, catalog: &Catalog) -> Result<Plan, SqlError> {
-    let plan = Planner { catalog, depth: 0 }.query(query)?;
+    let plan = Planner {
+        catalog,
+        depth: 0,
+        ctes: Vec::new(),
+    }
+    .query(query)?;
     let mut uses = HashMap::new();
     count_subplans(&plan, &mut uses);
     Ok(narrow_joins(plan, &uses))
@@ -307,14 +313,38 @@ struct Planner<'a> {
     catalog: &'a Catalog,
     /// How deep views are nested (a view that names itself is an error, not a stack overflow).
     depth: usize,
+    /// The common table expressions (`WITH name AS (...)`) this query can name, innermost
+    /// last: a later one hides an earlier one, or a table or view, of its name.
+    ctes: Vec<(String, Rc<Query>)>,
 }
 
 impl Planner<'_> {
     fn query(&self, query: &Query) -> Result<Plan, SqlError> {
-        if query.with.is_some() {
-            return Err(SqlError::plan(
-                "WITH (common table expressions) is not supported yet",
-            ));
+        if let Some(with) = &query.with {
+            // Each common table expression is planned where it is named, as a view is, and
+            // sees the ones before it.
+            if with.recursive {
+                return Err(SqlError::plan("WITH RECURSIVE is not supported"));
+            }
+            let mut inner = Planner {
+                catalog: self.catalog,
+                depth: self.depth,
+                ctes: self.ctes.clone(),
+            };
+            for cte in &with.cte_tables {
+                if !cte.alias.columns.is_empty() {
+                    return Err(SqlError::plan(format!(
+                        "`WITH {}` with column names is not supported yet: name the columns in its SELECT",
+                        cte.alias
+                    )));
+                }
+                inner
+                    .ctes
+                    .push((cte.alias.name.value.clone(), Rc::new((*cte.query).clone())));
+            }
+            let mut body = query.clone();
+            body.with = None;
+            return inner.query(&body);
         }
         if query.order_by.is_some() {
             return Err(SqlError::plan(
@@ -336,9 +366,6 @@ impl Planner<'_> {
     }
 
     fn select(&self, select: &Select) -> Result<Plan, SqlError> {
-        if select.distinct.is_some() {
-            return Err(SqlError::plan("SELECT DISTINCT is not supported yet"));
-        }
         if select.from.is_empty() {
             return Err(SqlError::plan("a SELECT without FROM is not supported"));
         }
@@ -391,7 +418,7 @@ impl Planner<'_> {
                 None => joined,
             };
         }
-        let keys = match &select.group_by {
+        let mut keys = match &select.group_by {
             GroupByExpr::Expressions(e, _) => e.clone(),
             GroupByExpr::All(_) => return Err(SqlError::plan("GROUP BY ALL is not supported")),
         };
@@ -403,6 +430,30 @@ impl Planner<'_> {
         }
         if let Some(h) = &select.having {
             collect_aggregates(h, &mut calls);
+        }
+        match &select.distinct {
+            None | Some(Distinct::All) => {}
+            // As Flink plans it: a GROUP BY of the selected expressions, without aggregates.
+            Some(Distinct::Distinct) => {
+                if !keys.is_empty() || !calls.is_empty() || select.having.is_some() {
+                    return Err(SqlError::plan(
+                        "SELECT DISTINCT with GROUP BY, aggregates or HAVING is not supported yet",
+                    ));
+                }
+                for item in &select.projection {
+                    match item {
+                        SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } => {
+                            keys.push(e.clone())
+                        }
+                        other => {
+                            return Err(SqlError::plan(format!(
+                                "SELECT DISTINCT {other} is not supported yet: name the columns"
+                            )))
+                        }
+                    }
+                }
+            }
+            Some(other) => return Err(SqlError::plan(format!("`{other}` is not supported"))),
         }
         for item in &select.projection {
             if let SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } = item {
@@ -1064,7 +1115,22 @@ impl Planner<'_> {
 
     /// The table or view `name`, its columns qualified by `qualifier`.
     fn named_relation(&self, name: &str, qualifier: &str) -> Result<Plan, SqlError> {
-        let mut plan = if let Some(table) = self.catalog.table(name) {
+        let cte = self.ctes.iter().rposition(|(n, _)| n == name);
+        let mut plan = if let Some(at) = cte {
+            if self.depth > 32 {
+                return Err(SqlError::plan(format!(
+                    "the common table expression `{name}` is defined in terms of itself"
+                )));
+            }
+            // It sees the common table expressions before it, not itself.
+            Planner {
+                catalog: self.catalog,
+                depth: self.depth + 1,
+                ctes: self.ctes[..at].to_vec(),
+            }
+            .query(&self.ctes[at].1)
+            .map_err(|e| e.context(format!("the common table expression `{name}`")))?
+        } else if let Some(table) = self.catalog.table(name) {
             Plan {
                 scope: table.scope(name),
                 rowtime: table.watermark.as_ref().map(|(i, _)| *i),
@@ -1078,9 +1144,11 @@ impl Planner<'_> {
                     "the view `{name}` is defined in terms of itself"
                 )));
             }
+            // A view sees the catalog only, not the query's common table expressions.
             Planner {
                 catalog: self.catalog,
                 depth: self.depth + 1,
+                ctes: Vec::new(),
             }
             .query(view)
             .map_err(|e| e.context(format!("the view `{name}`")))?
