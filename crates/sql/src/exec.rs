@@ -292,6 +292,37 @@ impl Builder<'_> {
                     .name("join");
                 Rows::Append(joined)
             }
+            Node::Union(inputs) => {
+                let mut built = Vec::with_capacity(inputs.len());
+                for input in inputs {
+                    built.push(self.build(input)?);
+                }
+                if built.iter().all(|r| matches!(r, Rows::Append(_))) {
+                    let streams: Vec<DataStream<SqlRow>> = built
+                        .into_iter()
+                        .filter_map(|r| match r {
+                            Rows::Append(s) => Some(s),
+                            Rows::Changes(_) => None,
+                        })
+                        .collect();
+                    Rows::Append(streams[0].union(&streams[1..]).name("union"))
+                } else {
+                    // Inserts of an append-only input join the changelog as `+I`.
+                    let streams: Vec<DataStream<Change<SqlRow>>> = built
+                        .into_iter()
+                        .map(|r| match r {
+                            Rows::Changes(s) => s,
+                            Rows::Append(s) => s
+                                .map(|row: SqlRow| Change {
+                                    kind: RowKind::Insert,
+                                    row,
+                                })
+                                .name("as-changes"),
+                        })
+                        .collect();
+                    Rows::Changes(streams[0].union(&streams[1..]).name("union"))
+                }
+            }
             Node::WindowAggregate(input, window, keys, calls) => {
                 let Rows::Append(s) = self.build(input)? else {
                     return Err(SqlError::plan(

@@ -12,7 +12,8 @@ use std::sync::Arc;
 
 use sqlparser::ast::{
     Distinct, DuplicateTreatment, Expr, FunctionArg, FunctionArgExpr, FunctionArguments,
-    GroupByExpr, Query, Select, SelectItem, SelectItemQualifiedWildcardKind, SetExpr, TableFactor,
+    GroupByExpr, Query, Select, SelectItem, SelectItemQualifiedWildcardKind, SetExpr, SetOperator,
+    SetQuantifier, TableFactor,
 };
 
 use crate::agg::{AggCall, AggFunc, SortKey};
@@ -68,6 +69,10 @@ pub enum Node {
     /// the input row is in. An aggregate grouped by its window runs as a window aggregate
     /// of the input.
     WindowTvf(Box<Plan>, GroupWindow),
+    /// `UNION ALL`: every row of every input, each input's columns of the union's types
+    /// (a projection below casts a side whose types differ). The union is a changelog when
+    /// an input is.
+    Union(Vec<Plan>),
 }
 
 /// A join's keys and residual condition.
@@ -140,6 +145,7 @@ impl Plan {
             | Node::WindowAggregate(i, ..)
             | Node::WindowTvf(i, _) => vec![i],
             Node::Join(l, r, _) => vec![l, r],
+            Node::Union(inputs) => inputs.iter().collect(),
         }
     }
 
@@ -215,6 +221,13 @@ impl Plan {
                 );
                 left.explain_into(depth + 1, out);
                 right.explain_into(depth + 1, out);
+            }
+            Node::Union(inputs) => {
+                let changelog = if self.updating { " changelog" } else { "" };
+                let _ = writeln!(out, "Union{changelog} [{}]", cols.join(", "));
+                for input in inputs {
+                    input.explain_into(depth + 1, out);
+                }
             }
             Node::WindowAggregate(input, window, keys, calls) => {
                 let funcs: Vec<String> = calls.iter().map(|c| format!("{:?}", c.func)).collect();
@@ -298,6 +311,9 @@ fn narrow_joins(plan: Plan, uses: &HashMap<String, usize>) -> Plan {
         Node::Rank(i, r) => Node::Rank(go(i), r),
         Node::WindowAggregate(i, w, k, c) => Node::WindowAggregate(go(i), w, k, c),
         Node::WindowTvf(i, w) => Node::WindowTvf(go(i), w),
+        Node::Union(inputs) => {
+            Node::Union(inputs.into_iter().map(|p| narrow_joins(p, uses)).collect())
+        }
         Node::Join(l, r, spec) => Node::Join(go(l), go(r), spec),
     };
     Plan {
@@ -361,6 +377,18 @@ impl Planner<'_> {
         match body {
             SetExpr::Select(select) => self.select(select),
             SetExpr::Query(q) => self.query(q),
+            SetExpr::SetOperation {
+                left,
+                op: SetOperator::Union,
+                set_quantifier: SetQuantifier::All,
+                right,
+            } => union(self.set_expr(left)?, self.set_expr(right)?),
+            SetExpr::SetOperation {
+                op: SetOperator::Union,
+                ..
+            } => Err(SqlError::plan(
+                "UNION without ALL is not supported yet (UNION ALL is)",
+            )),
             other => Err(SqlError::plan(format!("`{other}` is not supported yet"))),
         }
     }
@@ -1214,6 +1242,77 @@ impl Planner<'_> {
             ))),
         }
     }
+}
+
+/// `left UNION ALL right`, as Flink types it: the same number of columns, each of the two
+/// sides' common type (a side of another type is cast by a projection), named as the left's
+/// are; a rowtime where both sides have it.
+fn union(left: Plan, right: Plan) -> Result<Plan, SqlError> {
+    let (lt, rt) = (left.types(), right.types());
+    if lt.len() != rt.len() {
+        return Err(SqlError::plan(format!(
+            "UNION ALL needs as many columns on each side: {} on the left, {} on the right",
+            lt.len(),
+            rt.len()
+        )));
+    }
+    let mut types = Vec::with_capacity(lt.len());
+    for (i, (a, b)) in lt.iter().zip(&rt).enumerate() {
+        let ty = expr::common_type(a, b).ok_or_else(|| {
+            SqlError::plan(format!(
+                "UNION ALL: column {} (`{}`) is {a} on the left and {b} on the right",
+                i + 1,
+                left.scope.columns[i].name
+            ))
+        })?;
+        types.push(ty);
+    }
+    // A side of other types is cast to the union's.
+    let fit = |side: Plan| -> Plan {
+        if side.types() == types {
+            return side;
+        }
+        let exprs: Vec<Scalar> = side
+            .types()
+            .iter()
+            .zip(&types)
+            .enumerate()
+            .map(|(i, (from, to))| expr::coerce(whole(i, from), to).expr)
+            .collect();
+        let mut scope = side.scope.clone();
+        for (c, ty) in scope.columns.iter_mut().zip(&types) {
+            c.ty = ty.clone();
+        }
+        Plan {
+            rowtime: side.rowtime,
+            updating: side.updating,
+            windows: None,
+            scope,
+            node: Node::Project(Box::new(side), exprs),
+        }
+    };
+    let rowtime = left.rowtime.filter(|r| right.rowtime == Some(*r));
+    let mut scope = left.scope.clone();
+    for (c, ty) in scope.columns.iter_mut().zip(&types) {
+        c.qualifier = None;
+        c.ty = ty.clone();
+    }
+    let updating = left.updating || right.updating;
+    // A chain of unions is one union of all its inputs.
+    let mut inputs = Vec::new();
+    for side in [fit(left), fit(right)] {
+        match side.node {
+            Node::Union(more) => inputs.extend(more),
+            node => inputs.push(Plan { node, ..side }),
+        }
+    }
+    Ok(Plan {
+        node: Node::Union(inputs),
+        scope,
+        rowtime,
+        updating,
+        windows: None,
+    })
 }
 
 /// Column `i` as an expression.

@@ -190,6 +190,16 @@ fn need(plan: &Plan, needed: &[Read], tables: &mut TableReads) {
             }
             need(input, &reads, tables);
         }
+        Node::Union(inputs) => {
+            for input in inputs {
+                let mut reads = needed.to_vec();
+                reads.resize(width(input), Read::None);
+                if let Some(t) = input.rowtime {
+                    reads[t] = Read::All;
+                }
+                need(input, &reads, tables);
+            }
+        }
         Node::Join(left, right, spec) => {
             let (lw, rw) = (width(left), width(right));
             let mut joined = needed.to_vec();
