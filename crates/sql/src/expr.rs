@@ -461,6 +461,48 @@ pub fn bind(expr: &Expr, scope: &Scope, fns: &dyn Functions) -> Result<Typed, Sq
             if name.eq_ignore_ascii_case("PROCTIME") {
                 return Ok(typed(Scalar::ProcTime, SqlType::Timestamp));
             }
+            // IF(c, a, b) and NULLIF(a, b) are CASEs, as Flink defines them.
+            if name.eq_ignore_ascii_case("IF") || name.eq_ignore_ascii_case("NULLIF") {
+                let args: Vec<&Expr> = match &f.args {
+                    FunctionArguments::List(list) => list
+                        .args
+                        .iter()
+                        .map(|a| match a {
+                            FunctionArg::Unnamed(FunctionArgExpr::Expr(e)) => Ok(e),
+                            _ => Err(unsupported(expr)),
+                        })
+                        .collect::<Result<_, _>>()?,
+                    _ => Vec::new(),
+                };
+                let upper = name.to_ascii_uppercase();
+                let (condition, result, otherwise) = match (upper.as_str(), args.as_slice()) {
+                    ("IF", [c, a, b]) => ((*c).clone(), (*a).clone(), (*b).clone()),
+                    ("NULLIF", [a, b]) => (
+                        Expr::BinaryOp {
+                            left: Box::new((*a).clone()),
+                            op: sqlparser::ast::BinaryOperator::Eq,
+                            right: Box::new((*b).clone()),
+                        },
+                        Expr::Value(sqlparser::ast::Value::Null.into()),
+                        (*a).clone(),
+                    ),
+                    _ => {
+                        let wanted = if upper == "IF" { 3 } else { 2 };
+                        return Err(SqlError::plan(format!(
+                            "{upper} takes {wanted} arguments, not {}",
+                            args.len()
+                        )));
+                    }
+                };
+                let case = Expr::Case {
+                    case_token: sqlparser::ast::helpers::attached_token::AttachedToken::empty(),
+                    end_token: sqlparser::ast::helpers::attached_token::AttachedToken::empty(),
+                    operand: None,
+                    conditions: vec![sqlparser::ast::CaseWhen { condition, result }],
+                    else_result: Some(Box::new(otherwise)),
+                };
+                return bind(&case, scope, fns);
+            }
             let Some(func) = fns.function(&name) else {
                 return Err(SqlError::plan(format!("no function named `{name}`")));
             };

@@ -38,6 +38,13 @@
 //! | `POSITION(needle IN haystack)` | `INT` | 1-based, 0 if absent; called as `POSITION(needle, haystack)` |
 //! | `COALESCE(a, ...)` | the arguments' common type | |
 //! | `count_char(s, c)` | `BIGINT` | Nexmark's UDF `com.github.nexmark.flink.udf.CountChar` (see [`java_class`]) |
+//! | `LPAD(s, len, pad)`, `RPAD(s, len, pad)` | `STRING` | `s` cut to `len` characters or padded with `pad`; `NULL` for a negative `len` or an empty `pad` (Flink's `lpad`/`rpad`) |
+//! | `REPEAT(s, n)` | `STRING` | empty for `n <= 0` |
+//! | `REVERSE(s)` | `STRING` | by characters |
+//! | `INITCAP(s)` | `STRING` | Flink's (Calcite's): ASCII letters and digits make words, anything else ends them |
+//! | `LEFT(s, n)`, `RIGHT(s, n)` | `STRING` | the first / last `n` characters; empty for `n < 0` |
+//! | `IFNULL(a, b)` | the common type | `COALESCE(a, b)` |
+//! | `IF(c, a, b)`, `NULLIF(a, b)` | the common type / the type of `a` | `CASE WHEN c THEN a ELSE b END`, `CASE WHEN a = b THEN NULL ELSE a END` (bound as those) |
 //! | `s [NOT] LIKE p [ESCAPE c]` | `BOOLEAN` | `%` any characters, `_` one (not a line break, as Java's `.`); no escape character without `ESCAPE`, as Flink |
 //!
 //! # Where this differs from Flink, and why
@@ -119,6 +126,20 @@ pub enum Func {
     Coalesce,
     /// `count_char(s, c)`: Nexmark's UDF, how many bytes of `s` equal the first byte of `c`.
     CountChar,
+    /// `LPAD(s, len, pad)`: `s` cut or padded on the left with `pad` to `len` characters.
+    LPad,
+    /// `RPAD(s, len, pad)`: `s` cut or padded on the right with `pad` to `len` characters.
+    RPad,
+    /// `REPEAT(s, n)`: `s` `n` times.
+    Repeat,
+    /// `REVERSE(s)`: the characters of `s` in reverse order.
+    Reverse,
+    /// `INITCAP(s)`: each word's first letter in upper case, its others in lower case.
+    InitCap,
+    /// `LEFT(s, n)`: the first `n` characters of `s`.
+    Left,
+    /// `RIGHT(s, n)`: the last `n` characters of `s`.
+    Right,
     /// `s LIKE pattern [ESCAPE c]` (an operator, not callable by name): `%` matches any
     /// characters, `_` any one character but a line break (as Flink's, after Java's `.`), and
     /// `c` before `%`, `_` or itself makes it literal. Without `ESCAPE` no character escapes.
@@ -152,6 +173,13 @@ impl Func {
         Func::Position,
         Func::Coalesce,
         Func::CountChar,
+        Func::LPad,
+        Func::RPad,
+        Func::Repeat,
+        Func::Reverse,
+        Func::InitCap,
+        Func::Left,
+        Func::Right,
         Func::Like,
     ];
 
@@ -182,6 +210,13 @@ impl Func {
             Func::Position => "POSITION",
             Func::Coalesce => "COALESCE",
             Func::CountChar => "count_char",
+            Func::LPad => "LPAD",
+            Func::RPad => "RPAD",
+            Func::Repeat => "REPEAT",
+            Func::Reverse => "REVERSE",
+            Func::InitCap => "INITCAP",
+            Func::Left => "LEFT",
+            Func::Right => "RIGHT",
             Func::Like => "LIKE",
         }
     }
@@ -215,6 +250,15 @@ const NAMES: &[(&str, Func)] = &[
     ("POSITION", Func::Position),
     ("COALESCE", Func::Coalesce),
     ("COUNT_CHAR", Func::CountChar),
+    // Flink's IFNULL(a, b) is COALESCE(a, b).
+    ("IFNULL", Func::Coalesce),
+    ("LPAD", Func::LPad),
+    ("RPAD", Func::RPad),
+    ("REPEAT", Func::Repeat),
+    ("REVERSE", Func::Reverse),
+    ("INITCAP", Func::InitCap),
+    ("LEFT", Func::Left),
+    ("RIGHT", Func::Right),
 ];
 
 /// The function of a (case-insensitive) SQL name, e.g. `"MOD"`, `"char_length"`,
@@ -474,6 +518,21 @@ pub fn return_type(f: Func, args: &[SqlType]) -> Result<SqlType, String> {
             typed(f, args, &[Str, Str])?;
             Ok(SqlType::BigInt)
         }
+        Func::LPad | Func::RPad => {
+            arity(f, n, 3, Some(3))?;
+            typed(f, args, &[Str, Integer, Str])?;
+            Ok(SqlType::String)
+        }
+        Func::Repeat | Func::Left | Func::Right => {
+            arity(f, n, 2, Some(2))?;
+            typed(f, args, &[Str, Integer])?;
+            Ok(SqlType::String)
+        }
+        Func::Reverse | Func::InitCap => {
+            arity(f, n, 1, Some(1))?;
+            typed(f, args, &[Str])?;
+            Ok(SqlType::String)
+        }
         Func::Like => {
             arity(f, n, 2, Some(3))?;
             typed(f, args, &[Str, Str, Str])?;
@@ -517,6 +576,17 @@ enum Op {
     },
     Replace,
     RegexpExtract(RegexSource),
+    /// `LPAD` (`left`) or `RPAD`.
+    Pad {
+        left: bool,
+    },
+    Repeat,
+    Reverse,
+    InitCap,
+    /// `LEFT` (`left`) or `RIGHT`.
+    Take {
+        left: bool,
+    },
     /// `LIKE`: the pattern compiled once (a constant pattern and escape), or per row.
     Like(RegexSource),
     /// `by_code`: the delimiter is a character code (Flink's `SPLIT_INDEX(s, INT, INT)`).
@@ -628,6 +698,28 @@ impl RegexCache {
     }
 }
 
+/// Flink's `INITCAP` (Calcite's `initcap`): letters and digits of ASCII make words, anything
+/// else ends them; a word's first letter goes to upper case and its others to lower case.
+fn initcap(s: &str) -> String {
+    let mut start = true;
+    s.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                let out = if start {
+                    c.to_ascii_uppercase()
+                } else {
+                    c.to_ascii_lowercase()
+                };
+                start = false;
+                out
+            } else {
+                start = true;
+                c
+            }
+        })
+        .collect()
+}
+
 /// The one character of a `LIKE`'s `ESCAPE` clause.
 fn escape_char(e: &str) -> Result<char, String> {
     let mut chars = e.chars();
@@ -717,6 +809,13 @@ pub fn prepare(f: Func, args: &[SqlType], constants: &[Option<Datum>]) -> Result
         Func::Lower => Op::Lower,
         Func::Upper => Op::Upper,
         Func::CharLength => Op::CharLength,
+        Func::LPad => Op::Pad { left: true },
+        Func::RPad => Op::Pad { left: false },
+        Func::Repeat => Op::Repeat,
+        Func::Reverse => Op::Reverse,
+        Func::InitCap => Op::InitCap,
+        Func::Left => Op::Take { left: true },
+        Func::Right => Op::Take { left: false },
         Func::Trim | Func::LTrim | Func::RTrim => {
             let side = match f {
                 Func::LTrim => Side::Leading,
@@ -914,6 +1013,46 @@ fn eval(op: &Op, args: &[&Datum]) -> Option<Datum> {
             }
         }
         Op::CharLength => Datum::Int(text(args, 0)?.chars().count() as i64),
+        Op::Pad { left } => {
+            let (s, len, pad) = (text(args, 0)?, int(args, 1)?, text(args, 2)?);
+            // Flink's lpad/rpad: NULL for a negative length or an empty pad (even when no
+            // padding is needed); `s` is cut to `len` (its first characters).
+            let len = usize::try_from(len).ok()?;
+            // A result past 1 GiB is NULL rather than an allocation that fails.
+            if pad.is_empty() || len > 1 << 28 {
+                return None;
+            }
+            let base: Vec<char> = s.chars().take(len).collect();
+            let padding = pad.chars().cycle().take(len - base.len());
+            string(if *left {
+                padding.chain(base).collect()
+            } else {
+                base.into_iter().chain(padding).collect()
+            })
+        }
+        Op::Repeat => {
+            let (s, n) = (text(args, 0)?, int(args, 1)?);
+            let n = usize::try_from(n).unwrap_or(0);
+            // A result past 1 GiB is NULL rather than an allocation that fails.
+            if s.len().saturating_mul(n) > 1 << 30 {
+                return None;
+            }
+            string(s.repeat(n))
+        }
+        Op::Reverse => string(text(args, 0)?.chars().rev().collect()),
+        Op::InitCap => string(initcap(text(args, 0)?)),
+        Op::Take { left } => {
+            let (s, n) = (text(args, 0)?, int(args, 1)?);
+            let n = usize::try_from(n).unwrap_or(0);
+            let count = s.chars().count();
+            if n >= count {
+                Datum::Str(s.clone())
+            } else if *left {
+                Datum::str(&s[..s.char_indices().nth(n).map_or(s.len(), |(i, _)| i)])
+            } else {
+                Datum::str(&s[s.char_indices().nth(count - n).map_or(s.len(), |(i, _)| i)..])
+            }
+        }
         Op::Trim { side, set } => {
             let s = text(args, 0)?;
             let per_row: Vec<char>;
@@ -1865,6 +2004,55 @@ mod tests {
             ),
             Datum::Decimal(3)
         );
+    }
+
+    /// LPAD, RPAD, REPEAT, REVERSE, INITCAP, LEFT and RIGHT as Flink 2.3 answers (each case was
+    /// run there).
+    #[test]
+    fn string_functions_as_flink() {
+        let pad =
+            |f: Func, x: &str, n: i64, p: &str| call(f, &[Str, Int, Str], &[s(x), i(n), s(p)]);
+        assert_eq!(pad(Func::LPad, "abc", 5, "xy"), s("xyabc"));
+        assert_eq!(pad(Func::LPad, "abc", 2, "xy"), s("ab"));
+        assert_eq!(pad(Func::LPad, "abc", 0, "xy"), s(""));
+        assert_eq!(pad(Func::LPad, "abc", -2, "xy"), Datum::Null);
+        assert_eq!(pad(Func::LPad, "abc", 5, ""), Datum::Null);
+        assert_eq!(pad(Func::LPad, "", 3, "ab"), s("aba"));
+        assert_eq!(pad(Func::RPad, "abc", 6, "xy"), s("abcxyx"));
+        assert_eq!(pad(Func::RPad, "abc", 1, "xy"), s("a"));
+        assert_eq!(pad(Func::RPad, "abc", 5, ""), Datum::Null);
+        assert_eq!(pad(Func::RPad, "ÄÖ", 3, "ü"), s("ÄÖü"));
+        let two = |f: Func, x: &str, n: i64| call(f, &[Str, Int], &[s(x), i(n)]);
+        assert_eq!(two(Func::Repeat, "abc", 3), s("abcabcabc"));
+        assert_eq!(two(Func::Repeat, "abc", 0), s(""));
+        assert_eq!(two(Func::Repeat, "abc", -2), s(""));
+        assert_eq!(two(Func::Repeat, "abc", i64::MAX), Datum::Null);
+        assert_eq!(two(Func::Left, "abc", 2), s("ab"));
+        assert_eq!(two(Func::Left, "abc", 10), s("abc"));
+        assert_eq!(two(Func::Left, "abc", 0), s(""));
+        assert_eq!(two(Func::Left, "abc", -2), s(""));
+        assert_eq!(two(Func::Left, "ÄÖü", 2), s("ÄÖ"));
+        assert_eq!(two(Func::Right, "abc", 2), s("bc"));
+        assert_eq!(two(Func::Right, "abc", 10), s("abc"));
+        assert_eq!(two(Func::Right, "abc", -2), s(""));
+        assert_eq!(two(Func::Right, "ÄÖü", 2), s("Öü"));
+        let one = |f: Func, x: &str| call(f, &[Str], &[s(x)]);
+        assert_eq!(one(Func::Reverse, "abc"), s("cba"));
+        assert_eq!(one(Func::Reverse, "ÄÖü"), s("üÖÄ"));
+        assert_eq!(
+            one(Func::InitCap, "hello wORLD  x-y_z"),
+            s("Hello World  X-Y_Z")
+        );
+        assert_eq!(one(Func::InitCap, "ÄBC déf"), s("ÄBc DéF"));
+        assert_eq!(one(Func::InitCap, "a1b c_d e-f"), s("A1b C_D E-F"));
+        for f in [Func::Reverse, Func::InitCap] {
+            assert_eq!(call(f, &[Str], &[Datum::Null]), Datum::Null);
+        }
+        assert_eq!(
+            call(Func::Repeat, &[Str, Int], &[Datum::Null, i(2)]),
+            Datum::Null
+        );
+        assert_eq!(lookup("ifnull"), Some(Func::Coalesce));
     }
 
     /// `LIKE`, as Flink 2.3 answers (each case was run there): per-row and constant patterns
