@@ -546,6 +546,20 @@ pub fn bind(expr: &Expr, scope: &Scope, fns: &dyn Functions) -> Result<Typed, Sq
             Func::Position,
             vec![bind(needle, scope, fns)?, bind(r#in, scope, fns)?],
         ),
+        Expr::Floor { expr: e, field } | Expr::Ceil { expr: e, field } => {
+            use sqlparser::ast::{CeilFloorKind, DateTimeField};
+            if !matches!(
+                field,
+                CeilFloorKind::DateTimeField(DateTimeField::NoDateTime)
+            ) {
+                return Err(unsupported(expr));
+            }
+            let (name, func) = match expr {
+                Expr::Floor { .. } => ("FLOOR", Func::Floor),
+                _ => ("CEIL", Func::Ceil),
+            };
+            call(name, func, vec![bind(e, scope, fns)?])
+        }
         Expr::Like {
             negated,
             any: false,
@@ -571,14 +585,19 @@ pub fn bind(expr: &Expr, scope: &Scope, fns: &dyn Functions) -> Result<Typed, Sq
 /// A prepared call of a built-in function.
 pub fn call(name: &str, func: Func, args: Vec<Typed>) -> Result<Typed, SqlError> {
     let types: Vec<SqlType> = args.iter().map(|a| a.ty.clone()).collect();
-    let ty = functions::return_type(func, &types).map_err(SqlError::plan)?;
     let constants: Vec<Option<Datum>> = args
         .iter()
         .map(|a| match &a.expr {
             Scalar::Lit(d) => Some(d.clone()),
+            // A negative constant (`ROUND(x, -1)`) is a negation of one.
+            Scalar::Neg(e) => match &**e {
+                Scalar::Lit(Datum::Int(v)) => Some(Datum::Int(-v)),
+                _ => None,
+            },
             _ => None,
         })
         .collect();
+    let ty = functions::result_type(func, &types, &constants).map_err(SqlError::plan)?;
     let prepared = functions::prepare(func, &types, &constants)
         .map_err(|e| SqlError::plan(format!("{name}: {e}")))?;
     Ok(typed(

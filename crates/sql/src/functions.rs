@@ -38,6 +38,10 @@
 //! | `POSITION(needle IN haystack)` | `INT` | 1-based, 0 if absent; called as `POSITION(needle, haystack)` |
 //! | `COALESCE(a, ...)` | the arguments' common type | |
 //! | `count_char(s, c)` | `BIGINT` | Nexmark's UDF `com.github.nexmark.flink.udf.CountChar` (see [`java_class`]) |
+//! | `ROUND(x [, d])` | `x`'s type; of a `DECIMAL(p, s)` with a constant `d < s`, a `DECIMAL(p - s + d + 1, d)` (`DECIMAL(p - s + 1, 0)` for `d < 0`) | half up (away from zero); a DOUBLE is rounded as the decimal that prints it (Flink's `BigDecimal.valueOf`); an `INT` wraps around as Java's |
+//! | `FLOOR(x)`, `CEIL(x)`, `CEILING(x)` | `x`'s type; `DECIMAL(p, 0)` of a `DECIMAL(p, s)` | |
+//! | `SIGN(x)` | `x`'s type | Java's `signum` (a zero and `NaN` are themselves) |
+//! | `POWER(x, y)`, `SQRT(x)`, `EXP(x)`, `LN(x)`, `LOG10(x)`, `LOG2(x)`, `LOG([b,] x)` | `DOUBLE` | Java's `Math`: `NaN` and infinities where it gives them; `LOG2` and `LOG(b, x)` are quotients of `ln` |
 //! | `LPAD(s, len, pad)`, `RPAD(s, len, pad)` | `STRING` | `s` cut to `len` characters or padded with `pad`; `NULL` for a negative `len` or an empty `pad` (Flink's `lpad`/`rpad`) |
 //! | `REPEAT(s, n)` | `STRING` | empty for `n <= 0` |
 //! | `REVERSE(s)` | `STRING` | by characters |
@@ -140,6 +144,29 @@ pub enum Func {
     Left,
     /// `RIGHT(s, n)`: the last `n` characters of `s`.
     Right,
+    /// `ROUND(x [, d])`: `x` rounded half up (away from zero) to `d` digits after the point
+    /// (before it when `d` is negative).
+    Round,
+    /// `FLOOR(x)`: the greatest integer not above `x`.
+    Floor,
+    /// `CEIL(x)` / `CEILING(x)`: the least integer not below `x`.
+    Ceil,
+    /// `SIGN(x)`: -1, 0 or 1, of `x`'s type.
+    Sign,
+    /// `POWER(x, y)`: `x` to the power `y`, a `DOUBLE`.
+    Power,
+    /// `SQRT(x)`: the square root, a `DOUBLE`.
+    Sqrt,
+    /// `EXP(x)`: e to the power `x`.
+    Exp,
+    /// `LN(x)`: the natural logarithm.
+    Ln,
+    /// `LOG10(x)`: the logarithm of base 10.
+    Log10,
+    /// `LOG2(x)`: the logarithm of base 2.
+    Log2,
+    /// `LOG(x)` (natural) or `LOG(b, x)` (of base `b`).
+    Log,
     /// `s LIKE pattern [ESCAPE c]` (an operator, not callable by name): `%` matches any
     /// characters, `_` any one character but a line break (as Flink's, after Java's `.`), and
     /// `c` before `%`, `_` or itself makes it literal. Without `ESCAPE` no character escapes.
@@ -180,6 +207,17 @@ impl Func {
         Func::InitCap,
         Func::Left,
         Func::Right,
+        Func::Round,
+        Func::Floor,
+        Func::Ceil,
+        Func::Sign,
+        Func::Power,
+        Func::Sqrt,
+        Func::Exp,
+        Func::Ln,
+        Func::Log10,
+        Func::Log2,
+        Func::Log,
         Func::Like,
     ];
 
@@ -217,6 +255,17 @@ impl Func {
             Func::InitCap => "INITCAP",
             Func::Left => "LEFT",
             Func::Right => "RIGHT",
+            Func::Round => "ROUND",
+            Func::Floor => "FLOOR",
+            Func::Ceil => "CEIL",
+            Func::Sign => "SIGN",
+            Func::Power => "POWER",
+            Func::Sqrt => "SQRT",
+            Func::Exp => "EXP",
+            Func::Ln => "LN",
+            Func::Log10 => "LOG10",
+            Func::Log2 => "LOG2",
+            Func::Log => "LOG",
             Func::Like => "LIKE",
         }
     }
@@ -259,6 +308,18 @@ const NAMES: &[(&str, Func)] = &[
     ("INITCAP", Func::InitCap),
     ("LEFT", Func::Left),
     ("RIGHT", Func::Right),
+    ("ROUND", Func::Round),
+    ("FLOOR", Func::Floor),
+    ("CEIL", Func::Ceil),
+    ("CEILING", Func::Ceil),
+    ("SIGN", Func::Sign),
+    ("POWER", Func::Power),
+    ("SQRT", Func::Sqrt),
+    ("EXP", Func::Exp),
+    ("LN", Func::Ln),
+    ("LOG10", Func::Log10),
+    ("LOG2", Func::Log2),
+    ("LOG", Func::Log),
 ];
 
 /// The function of a (case-insensitive) SQL name, e.g. `"MOD"`, `"char_length"`,
@@ -533,6 +594,40 @@ pub fn return_type(f: Func, args: &[SqlType]) -> Result<SqlType, String> {
             typed(f, args, &[Str])?;
             Ok(SqlType::String)
         }
+        Func::Round => {
+            arity(f, n, 1, Some(2))?;
+            typed(f, args, &[Numeric, Integer])?;
+            // A DECIMAL's result scale needs the digits: see `result_type`.
+            Ok(get(0))
+        }
+        Func::Floor | Func::Ceil => {
+            arity(f, n, 1, Some(1))?;
+            typed(f, args, &[Numeric])?;
+            Ok(match get(0) {
+                SqlType::Decimal(p, _) => SqlType::Decimal(p, 0),
+                t => t,
+            })
+        }
+        Func::Sign => {
+            arity(f, n, 1, Some(1))?;
+            typed(f, args, &[Numeric])?;
+            Ok(get(0))
+        }
+        Func::Power => {
+            arity(f, n, 2, Some(2))?;
+            typed(f, args, &[Numeric, Numeric])?;
+            Ok(SqlType::Double)
+        }
+        Func::Log => {
+            arity(f, n, 1, Some(2))?;
+            typed(f, args, &[Numeric, Numeric])?;
+            Ok(SqlType::Double)
+        }
+        Func::Sqrt | Func::Exp | Func::Ln | Func::Log10 | Func::Log2 => {
+            arity(f, n, 1, Some(1))?;
+            typed(f, args, &[Numeric])?;
+            Ok(SqlType::Double)
+        }
         Func::Like => {
             arity(f, n, 2, Some(3))?;
             typed(f, args, &[Str, Str, Str])?;
@@ -576,6 +671,17 @@ enum Op {
     },
     Replace,
     RegexpExtract(RegexSource),
+    /// `ROUND`, of an argument of this kind.
+    Round(Rounding),
+    /// `FLOOR` (`up` false) or `CEIL` of a DECIMAL of this scale (other types: `scale` None).
+    FloorCeil {
+        up: bool,
+        scale: Option<u8>,
+    },
+    /// `SIGN` of a DECIMAL of this scale (other types: None).
+    Sign(Option<u8>),
+    /// A function of DOUBLEs, its arguments' scales (0 but for DECIMALs).
+    Math(MathFn, [u8; 2]),
     /// `LPAD` (`left`) or `RPAD`.
     Pad {
         left: bool,
@@ -698,6 +804,142 @@ impl RegexCache {
     }
 }
 
+/// How `ROUND` rounds a value of its argument's type.
+#[derive(Debug, Clone)]
+enum Rounding {
+    /// `INT` (`int32`: the result wraps around as Java's `int`) or `BIGINT`.
+    Int {
+        int32: bool,
+    },
+    Double,
+    /// A DECIMAL of `scale`, to `digits`, into a `DECIMAL` of `precision` (and the scale
+    /// [`round_decimal_type`] gives).
+    Decimal {
+        scale: u8,
+        digits: i64,
+        precision: u8,
+    },
+}
+
+/// The functions of DOUBLEs.
+#[derive(Debug, Clone, Copy)]
+enum MathFn {
+    Power,
+    Sqrt,
+    Exp,
+    Ln,
+    Log10,
+    Log2,
+    /// `LOG(b, x)`.
+    LogOf,
+}
+
+/// The result type of `f` on arguments of `args`, some of them constants: [`return_type`],
+/// but for `ROUND` of a DECIMAL, whose scale is its constant number of digits.
+pub fn result_type(
+    f: Func,
+    args: &[SqlType],
+    constants: &[Option<Datum>],
+) -> Result<SqlType, String> {
+    let ty = return_type(f, args)?;
+    Ok(match (f, &ty) {
+        (Func::Round, SqlType::Decimal(p, s)) => {
+            let digits = match constants.get(1) {
+                None if args.len() == 1 => 0,
+                Some(Some(Datum::Int(d))) => *d,
+                Some(Some(Datum::Null)) => 0,
+                _ => return Err("ROUND of a DECIMAL takes a constant number of digits".into()),
+            };
+            let (p, s) = round_decimal_type(*p, *s, digits);
+            SqlType::Decimal(p, s)
+        }
+        _ => ty,
+    })
+}
+
+/// `ROUND(DECIMAL(p, s), d)`'s type, as Flink's: unchanged for `d >= s`; `DECIMAL(p - s + d +
+/// 1, d)` for `0 <= d < s`; `DECIMAL(p - s + 1, 0)` for `d < 0`.
+pub(crate) fn round_decimal_type(p: u8, s: u8, d: i64) -> (u8, u8) {
+    let whole = i64::from(p) - i64::from(s);
+    let (p, s) = if d >= i64::from(s) {
+        (i64::from(p), i64::from(s))
+    } else if d >= 0 {
+        (whole + d + 1, d)
+    } else {
+        (whole + 1, 0)
+    };
+    (p.clamp(1, 38) as u8, s as u8)
+}
+
+/// `v / div` rounded half up (away from zero).
+fn half_up(v: i128, div: i128) -> i128 {
+    let (q, r) = (v / div, v % div);
+    if 2 * r.abs() >= div {
+        q + v.signum()
+    } else {
+        q
+    }
+}
+
+/// An integer rounded half up to 10^-d (unchanged for `d >= 0`).
+fn round_integer(v: i64, d: i64) -> i128 {
+    match u32::try_from(-d).ok().and_then(|k| 10i128.checked_pow(k)) {
+        Some(unit) if d < 0 => half_up(i128::from(v), unit) * unit,
+        None if d < 0 => 0,
+        _ => i128::from(v),
+    }
+}
+
+/// A DOUBLE rounded half up to `d` digits after the point, as Flink's `ROUND`: on the decimal
+/// that prints the double (`BigDecimal.valueOf`), so that `ROUND(1.005, 2)` is 1.01.
+fn round_double(v: f64, d: i64) -> f64 {
+    if !v.is_finite() {
+        return v;
+    }
+    // The shortest digits that give `v` back, and the power of ten of the first one.
+    let text = format!("{:e}", v.abs());
+    let Some((mantissa, exponent)) = text.split_once('e') else {
+        return v;
+    };
+    let Ok(exponent) = exponent.parse::<i64>() else {
+        return v;
+    };
+    let digits: Vec<u8> = mantissa.bytes().filter(u8::is_ascii_digit).collect();
+    // Digits kept: those down to 10^-d.
+    let keep = exponent + 1 + d;
+    if keep >= digits.len() as i64 {
+        return v;
+    }
+    let sign = if v < 0.0 { "-" } else { "" };
+    if keep < 0 {
+        return if v < 0.0 { -0.0 } else { 0.0 };
+    }
+    let keep = keep as usize;
+    let mut kept: Vec<u8> = digits[..keep].to_vec();
+    if digits[keep] >= b'5' {
+        // Carry from the last kept digit.
+        let mut i = kept.len();
+        loop {
+            if i == 0 {
+                kept.insert(0, b'1');
+                break;
+            }
+            i -= 1;
+            if kept[i] == b'9' {
+                kept[i] = b'0';
+            } else {
+                kept[i] += 1;
+                break;
+            }
+        }
+    }
+    if kept.is_empty() {
+        return if v < 0.0 { -0.0 } else { 0.0 };
+    }
+    let kept = String::from_utf8(kept).unwrap_or_default();
+    format!("{sign}{kept}e{}", -d).parse().unwrap_or(v)
+}
+
 /// Flink's `INITCAP` (Calcite's `initcap`): letters and digits of ASCII make words, anything
 /// else ends them; a word's first letter goes to upper case and its others to lower case.
 fn initcap(s: &str) -> String {
@@ -809,6 +1051,53 @@ pub fn prepare(f: Func, args: &[SqlType], constants: &[Option<Datum>]) -> Result
         Func::Lower => Op::Lower,
         Func::Upper => Op::Upper,
         Func::CharLength => Op::CharLength,
+        Func::Round => Op::Round(match (ty(0), ty(1)) {
+            (SqlType::Decimal(p, s), _) => {
+                let digits = match (args.len(), constant(1)) {
+                    (1, _) => 0,
+                    (_, Some(Datum::Int(d))) => *d,
+                    (_, Some(Datum::Null)) => {
+                        return Ok(Prepared {
+                            func: f,
+                            op: Op::AlwaysNull,
+                        })
+                    }
+                    _ => return Err("ROUND of a DECIMAL takes a constant number of digits".into()),
+                };
+                Rounding::Decimal {
+                    scale: s,
+                    digits,
+                    precision: round_decimal_type(p, s, digits).0,
+                }
+            }
+            (SqlType::Double, _) => Rounding::Double,
+            (SqlType::Int, _) => Rounding::Int { int32: true },
+            _ => Rounding::Int { int32: false },
+        }),
+        Func::Floor | Func::Ceil => Op::FloorCeil {
+            up: f == Func::Ceil,
+            scale: match ty(0) {
+                SqlType::Decimal(_, s) => Some(s),
+                _ => None,
+            },
+        },
+        Func::Sign => Op::Sign(match ty(0) {
+            SqlType::Decimal(_, s) => Some(s),
+            _ => None,
+        }),
+        Func::Power | Func::Sqrt | Func::Exp | Func::Ln | Func::Log10 | Func::Log2 | Func::Log => {
+            let function = match f {
+                Func::Power => MathFn::Power,
+                Func::Sqrt => MathFn::Sqrt,
+                Func::Exp => MathFn::Exp,
+                Func::Ln => MathFn::Ln,
+                Func::Log10 => MathFn::Log10,
+                Func::Log2 => MathFn::Log2,
+                _ if args.len() == 2 => MathFn::LogOf,
+                _ => MathFn::Ln,
+            };
+            Op::Math(function, [ty(0).scale(), ty(1).scale()])
+        }
         Func::LPad => Op::Pad { left: true },
         Func::RPad => Op::Pad { left: false },
         Func::Repeat => Op::Repeat,
@@ -1013,6 +1302,100 @@ fn eval(op: &Op, args: &[&Datum]) -> Option<Datum> {
             }
         }
         Op::CharLength => Datum::Int(text(args, 0)?.chars().count() as i64),
+        Op::Round(rounding) => {
+            let digits = match args.get(1) {
+                Some(_) => int(args, 1)?,
+                None => 0,
+            };
+            match (rounding, args.first()?) {
+                (Rounding::Int { int32 }, Datum::Int(v)) => {
+                    let r = round_integer(*v, digits);
+                    // Java's int and long arithmetic wrap around.
+                    Datum::Int(if *int32 {
+                        i64::from(r as i32)
+                    } else {
+                        r as i64
+                    })
+                }
+                (Rounding::Double, Datum::Double(v)) => Datum::Double(round_double(*v, digits)),
+                (
+                    Rounding::Decimal {
+                        scale,
+                        digits,
+                        precision,
+                    },
+                    Datum::Decimal(v),
+                ) => {
+                    let v = i128::from(*v);
+                    let (s, d) = (i64::from(*scale), *digits);
+                    let unscaled = if d >= s {
+                        v
+                    } else {
+                        // To 10^-d units, then at the result's scale (0 when d < 0).
+                        let units = half_up(v, 10i128.checked_pow(u32::try_from(s - d).ok()?)?);
+                        if d < 0 {
+                            units.checked_mul(10i128.checked_pow(u32::try_from(-d).ok()?)?)?
+                        } else {
+                            units
+                        }
+                    };
+                    let limit = 10i128
+                        .checked_pow(u32::from(*precision))
+                        .unwrap_or(i128::MAX);
+                    if unscaled.abs() >= limit {
+                        return None;
+                    }
+                    Datum::Decimal(i64::try_from(unscaled).ok()?)
+                }
+                _ => return None,
+            }
+        }
+        Op::FloorCeil { up, scale } => match (args.first()?, scale) {
+            (Datum::Double(v), _) => Datum::Double(if *up { v.ceil() } else { v.floor() }),
+            (Datum::Decimal(v), Some(s)) => {
+                let p = 10i64.checked_pow(u32::from(*s))?;
+                Datum::Decimal(if *up {
+                    -((-v).div_euclid(p))
+                } else {
+                    v.div_euclid(p)
+                })
+            }
+            (Datum::Int(v), _) => Datum::Int(*v),
+            _ => return None,
+        },
+        Op::Sign(scale) => match (args.first()?, scale) {
+            // Java's Math.signum: a zero (of either sign) and NaN are themselves.
+            (Datum::Double(v), _) => Datum::Double(if *v == 0.0 || v.is_nan() {
+                *v
+            } else {
+                v.signum()
+            }),
+            (Datum::Decimal(v), Some(s)) => {
+                Datum::Decimal(v.signum() * 10i64.checked_pow(u32::from(*s))?)
+            }
+            (Datum::Int(v), _) => Datum::Int(v.signum()),
+            _ => return None,
+        },
+        Op::Math(function, scales) => {
+            let x = |i: usize| -> Option<f64> {
+                Some(match args.get(i)? {
+                    Datum::Int(v) => *v as f64,
+                    Datum::Double(v) => *v,
+                    Datum::Decimal(v) => *v as f64 / 10f64.powi(i32::from(scales[i])),
+                    _ => return None,
+                })
+            };
+            Datum::Double(match function {
+                MathFn::Power => x(0)?.powf(x(1)?),
+                MathFn::Sqrt => x(0)?.sqrt(),
+                MathFn::Exp => x(0)?.exp(),
+                MathFn::Ln => x(0)?.ln(),
+                MathFn::Log10 => x(0)?.log10(),
+                // As Flink: Math.log(x) / Math.log(2), and Math.log(x) / Math.log(b).
+                MathFn::Log2 => x(0)?.ln() / 2f64.ln(),
+                MathFn::LogOf => x(1)?.ln() / x(0)?.ln(),
+            })
+        }
         Op::Pad { left } => {
             let (s, len, pad) = (text(args, 0)?, int(args, 1)?, text(args, 2)?);
             // Flink's lpad/rpad: NULL for a negative length or an empty pad (even when no
@@ -1794,7 +2177,8 @@ mod tests {
         assert_eq!(lookup("DayOfMonth"), Some(Func::DayOfMonth));
         assert_eq!(lookup("count_char"), Some(Func::CountChar));
         assert_eq!(lookup("Regexp_Extract"), Some(Func::RegexpExtract));
-        assert_eq!(lookup("POWER"), None);
+        assert_eq!(lookup("POWER"), Some(Func::Power));
+        assert_eq!(lookup("ATAN2"), None);
         assert_eq!(lookup(""), None);
         assert_eq!(
             java_class("com.github.nexmark.flink.udf.CountChar"),
@@ -2003,6 +2387,107 @@ mod tests {
                 &[Datum::Decimal(3), i(i64::MAX)]
             ),
             Datum::Decimal(3)
+        );
+    }
+
+    /// ROUND, FLOOR, CEIL, SIGN and the functions of DOUBLEs, with their types, as Flink 2.3
+    /// answers (each case was run there).
+    #[test]
+    fn math_as_flink() {
+        let dec = |p: u8, s: u8| SqlType::Decimal(p, s);
+        let round = |ty: SqlType, v: Datum, d: i64| {
+            let types = [ty, Int];
+            let constants = [None, Some(i(d))];
+            let out = result_type(Func::Round, &types, &constants).unwrap();
+            let value = prepare(Func::Round, &types, &constants)
+                .unwrap()
+                .call_values(&[v, i(d)]);
+            (out, value)
+        };
+        let d = Datum::Decimal;
+        assert_eq!(round(dec(5, 3), d(12_345), 1), (dec(4, 1), d(123)));
+        assert_eq!(round(dec(4, 2), d(1235), 1), (dec(4, 1), d(124)));
+        assert_eq!(round(dec(4, 2), d(-1235), 1), (dec(4, 1), d(-124)));
+        assert_eq!(round(dec(5, 3), d(12_345), 0), (dec(3, 0), d(12)));
+        assert_eq!(round(dec(3, 1), d(125), 0), (dec(3, 0), d(13)));
+        assert_eq!(round(dec(5, 3), d(15_345), -1), (dec(3, 0), d(20)));
+        assert_eq!(round(dec(5, 3), d(12_345), 5), (dec(5, 3), d(12_345)));
+        assert_eq!(round(dec(4, 2), d(9995), 1), (dec(4, 1), d(1000)));
+        assert_eq!(round(Int, i(125), -1), (Int, i(130)));
+        assert_eq!(round(BigInt, i(-125), -1), (BigInt, i(-130)));
+        assert_eq!(round(Int, i(125), 2), (Int, i(125)));
+        assert_eq!(round(Int, i(2_147_483_647), -1), (Int, i(-2_147_483_646)));
+        let dbl = |v: f64, d: i64| round(Double, Datum::Double(v), d).1;
+        assert_eq!(dbl(2.5, 0), Datum::Double(3.0));
+        assert_eq!(dbl(-2.5, 0), Datum::Double(-3.0));
+        assert_eq!(dbl(1.005, 2), Datum::Double(1.01));
+        assert_eq!(dbl(2.675, 2), Datum::Double(2.68));
+        assert_eq!(dbl(9.96, 1), Datum::Double(10.0));
+        assert_eq!(dbl(0.4, 0), Datum::Double(0.0));
+        assert_eq!(dbl(0.5, 0), Datum::Double(1.0));
+        assert_eq!(dbl(1234.5, -2), Datum::Double(1200.0));
+        assert_eq!(dbl(1e300, 2), Datum::Double(1e300));
+        assert_eq!(
+            result_type(Func::Floor, &[dec(5, 3)], &[None]),
+            Ok(dec(5, 0))
+        );
+        assert_eq!(call(Func::Floor, &[dec(5, 3)], &[d(-12_345)]), d(-13));
+        assert_eq!(call(Func::Ceil, &[dec(5, 3)], &[d(-12_345)]), d(-12));
+        assert_eq!(call(Func::Ceil, &[dec(5, 3)], &[d(12_345)]), d(13));
+        assert_eq!(
+            call(Func::Floor, &[Double], &[Datum::Double(-2.5)]),
+            Datum::Double(-3.0)
+        );
+        assert_eq!(
+            call(Func::Ceil, &[Double], &[Datum::Double(-2.5)]),
+            Datum::Double(-2.0)
+        );
+        assert_eq!(call(Func::Floor, &[Int], &[i(1)]), i(1));
+        assert_eq!(call(Func::Sign, &[dec(3, 1)], &[d(-125)]), d(-10));
+        assert_eq!(call(Func::Sign, &[Int], &[i(-3)]), i(-1));
+        assert_eq!(
+            call(Func::Sign, &[Double], &[Datum::Double(0.0)]),
+            Datum::Double(0.0)
+        );
+        let f = |func: Func, types: &[SqlType], args: &[Datum]| match call(func, types, args) {
+            Datum::Double(v) => v,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(f(Func::Power, &[Int, Int], &[i(2), i(10)]), 1024.0);
+        assert_eq!(
+            f(
+                Func::Power,
+                &[Double, Double],
+                &[Datum::Double(2.5), Datum::Double(0.5)]
+            ),
+            1.5811388300841898
+        );
+        assert!(f(
+            Func::Power,
+            &[Double, Double],
+            &[Datum::Double(-8.0), Datum::Double(0.5)]
+        )
+        .is_nan());
+        assert_eq!(f(Func::Sqrt, &[Int], &[i(2)]), std::f64::consts::SQRT_2);
+        assert_eq!(f(Func::Sqrt, &[dec(3, 2)], &[d(225)]), 1.5);
+        assert!(f(Func::Sqrt, &[Double], &[Datum::Double(-1.0)]).is_nan());
+        assert_eq!(f(Func::Exp, &[Int], &[i(1)]), std::f64::consts::E);
+        assert_eq!(
+            f(Func::Ln, &[Double], &[Datum::Double(0.0)]),
+            f64::NEG_INFINITY
+        );
+        assert!(f(Func::Ln, &[Double], &[Datum::Double(-1.0)]).is_nan());
+        assert_eq!(
+            f(Func::Ln, &[Double], &[Datum::Double(std::f64::consts::E)]),
+            1.0
+        );
+        assert_eq!(f(Func::Log10, &[Int], &[i(1000)]), 3.0);
+        assert_eq!(f(Func::Log2, &[Int], &[i(8)]), 3.0);
+        assert_eq!(f(Func::Log, &[Int], &[i(8)]), 2.0794415416798357);
+        assert_eq!(f(Func::Log, &[Int, Int], &[i(2), i(8)]), 3.0);
+        assert_eq!(
+            prepare(Func::Round, &[dec(5, 2), Int], &[None, None]).unwrap_err(),
+            "ROUND of a DECIMAL takes a constant number of digits"
         );
     }
 
