@@ -680,8 +680,9 @@ enum Op {
     },
     /// `SIGN` of a DECIMAL of this scale (other types: None).
     Sign(Option<u8>),
-    /// A function of DOUBLEs, its arguments' scales (0 but for DECIMALs).
-    Math(MathFn, [u8; 2]),
+    /// A function of DOUBLEs (`POWER`, `SQRT`, `EXP`, `LN`, `LOG10`, `LOG2`, `LOG`), with its
+    /// arguments' scales (0 but for DECIMALs).
+    Math(Func, [u8; 2]),
     /// `LPAD` (`left`) or `RPAD`.
     Pad {
         left: bool,
@@ -819,19 +820,6 @@ enum Rounding {
         digits: i64,
         precision: u8,
     },
-}
-
-/// The functions of DOUBLEs.
-#[derive(Debug, Clone, Copy)]
-enum MathFn {
-    Power,
-    Sqrt,
-    Exp,
-    Ln,
-    Log10,
-    Log2,
-    /// `LOG(b, x)`.
-    LogOf,
 }
 
 /// The result type of `f` on arguments of `args`, some of them constants: [`return_type`],
@@ -1086,15 +1074,11 @@ pub fn prepare(f: Func, args: &[SqlType], constants: &[Option<Datum>]) -> Result
             _ => None,
         }),
         Func::Power | Func::Sqrt | Func::Exp | Func::Ln | Func::Log10 | Func::Log2 | Func::Log => {
-            let function = match f {
-                Func::Power => MathFn::Power,
-                Func::Sqrt => MathFn::Sqrt,
-                Func::Exp => MathFn::Exp,
-                Func::Ln => MathFn::Ln,
-                Func::Log10 => MathFn::Log10,
-                Func::Log2 => MathFn::Log2,
-                _ if args.len() == 2 => MathFn::LogOf,
-                _ => MathFn::Ln,
+            // LOG(x) is LN(x).
+            let function = if f == Func::Log && args.len() == 1 {
+                Func::Ln
+            } else {
+                f
             };
             Op::Math(function, [ty(0).scale(), ty(1).scale()])
         }
@@ -1386,14 +1370,14 @@ fn eval(op: &Op, args: &[&Datum]) -> Option<Datum> {
                 })
             };
             Datum::Double(match function {
-                MathFn::Power => x(0)?.powf(x(1)?),
-                MathFn::Sqrt => x(0)?.sqrt(),
-                MathFn::Exp => x(0)?.exp(),
-                MathFn::Ln => x(0)?.ln(),
-                MathFn::Log10 => x(0)?.log10(),
+                Func::Power => x(0)?.powf(x(1)?),
+                Func::Sqrt => x(0)?.sqrt(),
+                Func::Exp => x(0)?.exp(),
+                Func::Log10 => x(0)?.log10(),
                 // As Flink: Math.log(x) / Math.log(2), and Math.log(x) / Math.log(b).
-                MathFn::Log2 => x(0)?.ln() / 2f64.ln(),
-                MathFn::LogOf => x(1)?.ln() / x(0)?.ln(),
+                Func::Log2 => x(0)?.ln() / 2f64.ln(),
+                Func::Log => x(1)?.ln() / x(0)?.ln(),
+                _ => x(0)?.ln(),
             })
         }
         Op::Pad { left } => {
