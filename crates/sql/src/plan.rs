@@ -1141,23 +1141,39 @@ impl Planner<'_> {
         })
     }
 
+    /// `query`, the body of `what` (a view or a common table expression), planned one level
+    /// deeper with `ctes` in sight: a name defined in terms of itself is an error, not a stack
+    /// overflow.
+    fn nested(
+        &self,
+        what: String,
+        ctes: Vec<(String, Rc<Query>)>,
+        query: &Query,
+    ) -> Result<Plan, SqlError> {
+        if self.depth > 32 {
+            return Err(SqlError::plan(format!(
+                "{what} is defined in terms of itself"
+            )));
+        }
+        Planner {
+            catalog: self.catalog,
+            depth: self.depth + 1,
+            ctes,
+        }
+        .query(query)
+        .map_err(|e| e.context(what))
+    }
+
     /// The table or view `name`, its columns qualified by `qualifier`.
     fn named_relation(&self, name: &str, qualifier: &str) -> Result<Plan, SqlError> {
         let cte = self.ctes.iter().rposition(|(n, _)| n == name);
         let mut plan = if let Some(at) = cte {
-            if self.depth > 32 {
-                return Err(SqlError::plan(format!(
-                    "the common table expression `{name}` is defined in terms of itself"
-                )));
-            }
             // It sees the common table expressions before it, not itself.
-            Planner {
-                catalog: self.catalog,
-                depth: self.depth + 1,
-                ctes: self.ctes[..at].to_vec(),
-            }
-            .query(&self.ctes[at].1)
-            .map_err(|e| e.context(format!("the common table expression `{name}`")))?
+            self.nested(
+                format!("the common table expression `{name}`"),
+                self.ctes[..at].to_vec(),
+                &self.ctes[at].1,
+            )?
         } else if let Some(table) = self.catalog.table(name) {
             Plan {
                 scope: table.scope(name),
@@ -1167,19 +1183,8 @@ impl Planner<'_> {
                 windows: None,
             }
         } else if let Some(view) = self.catalog.view(name) {
-            if self.depth > 32 {
-                return Err(SqlError::plan(format!(
-                    "the view `{name}` is defined in terms of itself"
-                )));
-            }
             // A view sees the catalog only, not the query's common table expressions.
-            Planner {
-                catalog: self.catalog,
-                depth: self.depth + 1,
-                ctes: Vec::new(),
-            }
-            .query(view)
-            .map_err(|e| e.context(format!("the view `{name}`")))?
+            self.nested(format!("the view `{name}`"), Vec::new(), view)?
         } else {
             return Err(SqlError::plan(format!("no table or view named `{name}`")));
         };
