@@ -3,7 +3,8 @@
 //! engine's changelog operator ([`spate_dataflow::Updating`]).
 //!
 //! Result types follow Flink's: `COUNT` is `BIGINT`; `SUM` keeps its argument's type
-//! (`DECIMAL(38, s)` for decimals); `MIN`/`MAX` keep it; `AVG` of an integer type is that
+//! (`DECIMAL(38, s)` for decimals; a `SUM` of `INT`s wraps around as Java's `int`, as
+//! Flink's; one of `BIGINT`s that overflows is `NULL`, where Flink's wraps around); `MIN`/`MAX` keep it; `AVG` of an integer type is that
 //! type, truncated toward zero (`AVG(BIGINT)` is a `BIGINT`), of a `DECIMAL(p, s)` a
 //! `DECIMAL(38, max(s, 6))`, of a `DOUBLE` a `DOUBLE`. `NULL` arguments are skipped; `SUM`,
 //! `MIN`, `MAX` and `AVG` of no value are `NULL`, `COUNT` of none is 0.
@@ -220,6 +221,9 @@ impl AggCall {
             Acc::SharedDistinct(_, counts) => Datum::Int(counts.first().copied().unwrap_or(0)),
             Acc::SumInt(sum, _) => match (sum, &self.ty) {
                 (Some(s), SqlType::Decimal(..)) => Datum::Decimal(*s),
+                // SUM(INT) is an INT, which wraps around as Java's (Flink 2.3's sum of 1 and
+                // 2147483647 is -2147483648).
+                (Some(s), SqlType::Int) => Datum::Int(i64::from(*s as i32)),
                 (Some(s), _) => Datum::Int(*s),
                 (None, _) => Datum::Null,
             },
@@ -648,6 +652,7 @@ impl AggCall {
                         SqlType::Decimal(..) => {
                             i64::try_from(*sum).map_or(Datum::Null, Datum::Decimal)
                         }
+                        SqlType::Int => Datum::Int(i64::from(*sum as i32)),
                         _ => i64::try_from(*sum).map_or(Datum::Null, Datum::Int),
                     };
                 }
