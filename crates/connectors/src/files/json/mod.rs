@@ -685,32 +685,36 @@ pub fn parse_decimal(text: &str, precision: u8, scale: u8) -> Result<Option<i64>
     }
     // The digits d stand for d * 10^(exponent - fraction.len()); at `scale`, for
     // d * 10^shift.
-    let digits: Vec<u8> = whole
-        .iter()
-        .chain(fraction)
-        .map(|c| c - b'0')
-        .skip_while(|&d| d == 0)
-        .collect();
+    // The significant digits, read again where needed rather than collected (this runs once
+    // per decoded value).
+    let digits = || {
+        whole
+            .iter()
+            .chain(fraction)
+            .skip_while(|&&c| c == b'0')
+            .map(|c| c - b'0')
+    };
+    let len = digits().count();
     let shift = i64::from(exponent) - fraction.len() as i64 + i64::from(scale);
-    let (kept, round_up) = if shift >= 0 {
-        (&digits[..], false)
+    let (keep, round_up) = if shift >= 0 {
+        (len, false)
     } else {
         let dropped = usize::try_from(-shift).unwrap_or(usize::MAX);
-        match digits.len().checked_sub(dropped) {
-            Some(keep) => (&digits[..keep], digits.get(keep).is_some_and(|&d| d >= 5)),
-            None => (&[][..], false),
+        match len.checked_sub(dropped) {
+            Some(keep) => (keep, digits().nth(keep).is_some_and(|d| d >= 5)),
+            None => (0, false),
         }
     };
     // Digits beyond 19 cannot fit an i64 (nor a precision of up to 18).
     let zeros = if shift > 0 { shift as usize } else { 0 };
-    if !kept.is_empty() && kept.len() + zeros > 19 {
+    if keep > 0 && keep + zeros > 19 {
         return Ok(None);
     }
     let mut unscaled: i128 = 0;
-    for &d in kept {
+    for d in digits().take(keep) {
         unscaled = unscaled * 10 + i128::from(d);
     }
-    if !kept.is_empty() {
+    if keep > 0 {
         unscaled *= 10i128.pow(zeros as u32);
     }
     unscaled += i128::from(round_up);
