@@ -119,7 +119,8 @@ pub struct NexmarkBenchArgs {
     /// With `--front sql`: the folder of the suite's SQL texts (`qN.sql`, `ddl_views.sql`).
     #[arg(long, default_value = "../shared/nexmark/flink-sql")]
     pub sql_dir: PathBuf,
-    /// With `--front sql`: the script that defines the `datagen` table over `${INPUT}`.
+    /// With `--front sql` and --input: the script that defines the `datagen` table over
+    /// `${INPUT}`.
     #[arg(long, default_value = "examples/sql/nexmark_file.sql")]
     pub sql_source: PathBuf,
 }
@@ -498,9 +499,6 @@ fn nexmark(args: &NexmarkBenchArgs) -> Result<()> {
         "both" => &["rust", "sql"],
         _ => &["rust"],
     };
-    if fronts.contains(&"sql") && args.input.is_none() {
-        bail!("--front sql reads --input FILE (the SQL texts' table is a JSON-lines file)");
-    }
     let mut runs = 0;
     for query in queries {
         let query = query.name();
@@ -555,10 +553,9 @@ fn nexmark(args: &NexmarkBenchArgs) -> Result<()> {
     Ok(())
 }
 
-/// Runs the suite's SQL text of `query` over `--input` with `spate sql --json` and prints
-/// its result line.
+/// Runs the suite's SQL text of `query` over `--input` (or the suite's generator table)
+/// with `spate sql --json` and prints its result line.
 fn run_sql_query(exe: &std::path::Path, args: &NexmarkBenchArgs, query: &str) -> Result<()> {
-    let input = args.input.as_ref().expect("checked");
     let scratch = tempfile::tempdir().context("cannot make a scratch directory")?;
     // q13's side input, `${FLINK_HOME}/data/side_input.txt`: rows (i, "i") for i < 10000.
     let side = scratch.path().join("data/side_input.txt");
@@ -566,16 +563,25 @@ fn run_sql_query(exe: &std::path::Path, args: &NexmarkBenchArgs, query: &str) ->
     let rows: String = (0..10_000).map(|i| format!("{i},{i}\n")).collect();
     std::fs::write(&side, rows)?;
     let mut cmd = Command::new(exe);
-    cmd.arg("sql")
-        .arg("--json")
-        .arg("-i")
-        .arg(&args.sql_source)
-        .arg("-i")
+    cmd.arg("sql").arg("--json").arg("-i");
+    match &args.input {
+        Some(input) => cmd
+            .arg(&args.sql_source)
+            .arg("-D")
+            .arg(format!("INPUT={}", input.display())),
+        // The suite's proportions, at the generator's default event-time rate (as `spate
+        // nexmark run --events N`).
+        None => cmd
+            .arg(args.sql_dir.join("ddl_gen.sql"))
+            .args(["-D", "TPS=10000", "-D"])
+            .arg(format!("EVENTS_NUM={}", args.events))
+            .args(["-D", "PERSON_PROPORTION=1", "-D", "AUCTION_PROPORTION=3"])
+            .args(["-D", "BID_PROPORTION=46"]),
+    };
+    cmd.arg("-i")
         .arg(args.sql_dir.join("ddl_views.sql"))
         .arg("-f")
         .arg(args.sql_dir.join(format!("{query}.sql")))
-        .arg("-D")
-        .arg(format!("INPUT={}", input.display()))
         .args(["-D", "NEXMARK_TABLE=datagen", "-D", "SUBMIT_TIME=bench"])
         .arg("-D")
         .arg(format!("NEXMARK_DIR={}", scratch.path().display()))

@@ -34,6 +34,7 @@ const MAX_POLL: usize = 1024;
 pub struct NexmarkSource {
     config: GeneratorConfig,
     max_events_per_s: Option<f64>,
+    keep_alive: bool,
     shared: &'static GeneratorShared,
 }
 
@@ -55,8 +56,16 @@ impl NexmarkSource {
         Ok(NexmarkSource {
             config,
             max_events_per_s,
+            keep_alive: false,
             shared,
         })
+    }
+
+    /// With `true`, a reader whose events are all emitted stays idle instead of finishing,
+    /// as nexmark-flink's `keep-alive` option: the job runs until it is stopped.
+    pub fn keep_alive(mut self, keep_alive: bool) -> Self {
+        self.keep_alive = keep_alive;
+        self
     }
 
     /// What this source generates.
@@ -76,11 +85,12 @@ impl Source<Event> for NexmarkSource {
     }
 
     fn is_bounded(&self) -> bool {
-        self.config.events.is_some()
+        self.config.events.is_some() && !self.keep_alive
     }
 
     fn create_reader(&self, ctx: &SourceContext) -> SpateResult<Box<dyn SourceReader<Event>>> {
-        let reader = NexmarkReader::new(&self.config, self.shared, self.max_events_per_s, ctx)?;
+        let mut reader = NexmarkReader::new(&self.config, self.shared, self.max_events_per_s, ctx)?;
+        reader.keep_alive = self.keep_alive;
         Ok(Box::new(reader))
     }
 }
@@ -101,6 +111,8 @@ pub struct NexmarkReader {
     /// This reader's share of the rate limit, in events per second.
     events_per_s: Option<f64>,
     started: Option<Instant>,
+    /// Idle instead of finished once every event is emitted.
+    keep_alive: bool,
 }
 
 impl NexmarkReader {
@@ -132,6 +144,7 @@ impl NexmarkReader {
             total,
             events_per_s: max_events_per_s.map(|limit| limit * share),
             started: None,
+            keep_alive: false,
         })
     }
 
@@ -140,6 +153,17 @@ impl NexmarkReader {
         let rate = self.events_per_s?;
         let started = *self.started.get_or_insert_with(Instant::now);
         Some(due_since(started, rate))
+    }
+}
+
+impl NexmarkReader {
+    /// What a reader with no events left answers.
+    fn finished_status(&self) -> SourceStatus {
+        if self.keep_alive {
+            SourceStatus::Idle
+        } else {
+            SourceStatus::Finished
+        }
     }
 }
 
@@ -161,7 +185,7 @@ impl SourceReader<Event> for NexmarkReader {
         max_records: usize,
     ) -> SpateResult<SourceStatus> {
         if self.generators.is_empty() {
-            return Ok(SourceStatus::Finished);
+            return Ok(self.finished_status());
         }
         let mut budget = max_records.min(MAX_POLL);
         if let Some(allowed) = self.allowed_now() {
@@ -213,7 +237,7 @@ impl SourceReader<Event> for NexmarkReader {
         if exhausted {
             self.generators.clear();
             self.finished.append(&mut self.partitions);
-            Ok(SourceStatus::Finished)
+            Ok(self.finished_status())
         } else {
             Ok(SourceStatus::More)
         }
@@ -346,6 +370,32 @@ mod tests {
         let mut out = SourceOutput::new(&mut records, &mut dead, &mut dropped);
         assert_eq!(reader.poll(&mut out, 10).unwrap(), SourceStatus::Finished);
         assert_eq!(reader.progress(), None);
+    }
+
+    /// With keep-alive, a reader emits all its events, then stays idle (and the source is
+    /// unbounded); it never finishes.
+    #[test]
+    fn a_kept_alive_reader_idles_after_its_events() {
+        let cfg = GeneratorConfig {
+            events: Some(10),
+            ..Default::default()
+        };
+        let source = NexmarkSource::new(cfg, None).unwrap().keep_alive(true);
+        assert!(!source.is_bounded());
+        let mut reader = source
+            .create_reader(&SourceContext {
+                worker_index: 0,
+                workers: 1,
+            })
+            .unwrap();
+        let (mut records, mut dead, mut dropped) = (Vec::new(), Vec::new(), 0);
+        let mut statuses = Vec::new();
+        for _ in 0..3 {
+            let mut out = SourceOutput::new(&mut records, &mut dead, &mut dropped);
+            statuses.push(reader.poll(&mut out, 64).unwrap());
+        }
+        assert_eq!(records.len(), 10);
+        assert_eq!(statuses, vec![SourceStatus::Idle; 3]);
     }
 
     #[test]

@@ -657,9 +657,13 @@ fn scan(
             .policy(policy);
             env.from_source(source)
         }
+        "nexmark" => {
+            let rows = crate::nexmark::scan(env, table, reads, row_maker(table))?;
+            return Ok(with_watermark(rows, table));
+        }
         other => {
             return Err(SqlError::plan(format!(
-                "the table `{}`: the connector '{other}' cannot be read (sources: filesystem)",
+                "the table `{}`: the connector '{other}' cannot be read (sources: filesystem, nexmark)",
                 table.name
             )))
         }
