@@ -110,9 +110,10 @@ pub use time::{
 };
 pub use window::{
     AggregateFunction, ContinuousEventTimeTrigger, ContinuousProcessingTimeTrigger, Count,
-    CountTrigger, EventTimeSessionWindows, EventTimeTrigger, GlobalWindow, GlobalWindows,
-    NeverTrigger, ProcessingTimeSessionWindows, ProcessingTimeTrigger, PurgingTrigger,
-    SlidingEventTimeWindows, SlidingProcessingTimeWindows, TimeWindow, Trigger, TriggerContext,
-    TriggerResult, TriggerState, TumblingEventTimeWindows, TumblingProcessingTimeWindows, Window,
-    WindowAssigner, WindowBuf, WindowContext, WindowedStream,
+    CountTrigger, CumulativeEventTimeWindows, EventTimeSessionWindows, EventTimeTrigger,
+    GlobalWindow, GlobalWindows, NeverTrigger, ProcessingTimeSessionWindows, ProcessingTimeTrigger,
+    PurgingTrigger, SlidingEventTimeWindows, SlidingProcessingTimeWindows, TimeWindow, Trigger,
+    TriggerContext, TriggerResult, TriggerState, TumblingEventTimeWindows,
+    TumblingProcessingTimeWindows, Window, WindowAssigner, WindowBuf, WindowContext,
+    WindowedStream,
 };

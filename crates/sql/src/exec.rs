@@ -23,9 +23,10 @@ use spate_connectors::{
     CollectHandle, CollectSink, CsvSource, DiscardSink, FileSink, JsonLinesSource, SingleFileSink,
 };
 use spate_dataflow::{
-    Change, DataStream, EventTimeSessionWindows, EventTimeTrigger, RowKind,
-    SlidingEventTimeWindows, StreamEnv, TimeWindow, Timestamp, Trigger, TumblingEventTimeWindows,
-    WatermarkGenerator, WatermarkStrategy, WindowAssigner, WindowBuf, WindowedStream,
+    Change, CumulativeEventTimeWindows, DataStream, EventTimeSessionWindows, EventTimeTrigger,
+    RowKind, SlidingEventTimeWindows, StreamEnv, TimeWindow, Timestamp, Trigger,
+    TumblingEventTimeWindows, WatermarkGenerator, WatermarkStrategy, WindowAssigner, WindowBuf,
+    WindowedStream,
 };
 use spate_types::{
     BadRecordPolicy, DataType, Field, Schema, Sink, SinkContext, SinkWriter, SpateError,
@@ -209,31 +210,36 @@ impl Builder<'_> {
                     "a window table function over an updating (changelog) input is not supported",
                 ));
                 };
-                let (size, slide) = match *window {
-                GroupWindow::Tumble { size } => (size, size),
-                GroupWindow::Hop { slide, size } => (size, slide),
-                _ => {
-                    return Err(SqlError::plan(
+                let ms = |v: i64| std::time::Duration::from_millis(v as u64);
+                let assigner: Arc<dyn WindowAssigner<SqlRow, W = TimeWindow>> = match *window {
+                    GroupWindow::Tumble { size } => {
+                        Arc::new(TumblingEventTimeWindows::of(ms(size)))
+                    }
+                    GroupWindow::Hop { slide, size } => {
+                        Arc::new(SlidingEventTimeWindows::of(ms(size), ms(slide)))
+                    }
+                    GroupWindow::Cumulate { step, size } => Arc::new(cumulative(step, size)?),
+                    _ => {
+                        return Err(SqlError::plan(
                         "a SESSION window table function must be aggregated (GROUP BY window_start, window_end)",
                     ))
-                }
-            };
+                    }
+                };
                 let rowtime = input
                     .rowtime
                     .ok_or_else(|| SqlError::plan("a window needs a rowtime"))?;
                 Rows::Append(
                     s.flat_map(move |row: SqlRow| {
                         let ts = row.get(rowtime).and_then(Datum::as_i64).unwrap_or(0);
-                        // The windows [start, start + size) that hold ts, latest first.
-                        let mut out = Vec::new();
-                        let mut start = ts - ts.rem_euclid(slide);
-                        while start > ts - size {
+                        let mut windows = WindowBuf::new();
+                        assigner.assign_windows(&row, ts, 0, &mut windows);
+                        let mut out = Vec::with_capacity(windows.len());
+                        for w in windows {
                             let mut r = row.clone();
-                            r.push(Datum::Timestamp(start));
-                            r.push(Datum::Timestamp(start + size));
-                            r.push(Datum::Timestamp(start + size - 1));
+                            r.push(Datum::Timestamp(w.start));
+                            r.push(Datum::Timestamp(w.end));
+                            r.push(Datum::Timestamp(w.end - 1));
                             out.push(r);
-                            start -= slide;
                         }
                         out
                     })
@@ -343,6 +349,9 @@ impl Builder<'_> {
                         keyed.window(SlidingEventTimeWindows::of(ms(size), ms(slide))),
                         agg,
                     ),
+                    GroupWindow::Cumulate { step, size } => {
+                        window_rows(keyed.window(cumulative(step, size)?), agg)
+                    }
                     GroupWindow::Session { gap } => window_rows(
                         keyed.window(EventTimeSessionWindows::with_gap(ms(gap))),
                         agg,
@@ -485,6 +494,14 @@ fn joined(left: &SqlRow, right: &SqlRow, residual: Option<&Scalar>) -> Option<Sq
     row.extend(left.iter().cloned());
     row.extend(right.iter().cloned());
     residual.is_none_or(|p| p.test(&row)).then_some(row)
+}
+
+/// `CUMULATE`'s windows (the planner checked that the size is a multiple of the step).
+fn cumulative(step: i64, size: i64) -> Result<CumulativeEventTimeWindows, SqlError> {
+    let ms = |v: i64| std::time::Duration::from_millis(v as u64);
+    CumulativeEventTimeWindows::of(ms(step), ms(size)).ok_or_else(|| {
+        SqlError::plan("CUMULATE's size must be a whole multiple of its step".to_string())
+    })
 }
 
 /// The windows rows name themselves in their `window_start` and `window_end` columns (the

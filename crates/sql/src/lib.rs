@@ -39,13 +39,13 @@
 //!   sink), `nexmark` (the generator), `print`, `blackhole`.
 //! * Queries: projections and filters with Flink's expressions and functions; unbounded
 //!   `GROUP BY` with `COUNT`, `COUNT(DISTINCT)`, `SUM`, `MIN`, `MAX`, `AVG` and `FILTER`
-//!   (a changelog; also over a changelog); group windows and window table functions
-//!   (`TUMBLE`, `HOP`, `SESSION`), cascaded; `ROW_NUMBER()` top-N and deduplication; inner
+//!   (a changelog; also over a changelog); group windows (`TUMBLE`, `HOP`, `SESSION`) and
+//!   window table functions (those and `CUMULATE`), cascaded; `ROW_NUMBER()` top-N and deduplication; inner
 //!   equi-joins of append-only inputs; lookup joins (`FOR SYSTEM_TIME AS OF`) on tables that
 //!   do not change.
 //!
 //! Not yet: outer joins, joins of changelogs, interval and window joins as such (a join on
-//! the window columns is a regular join here, with the same rows), `CUMULATE`, OVER
+//! the window columns is a regular join here, with the same rows), OVER
 //! aggregations, `UNION` without `ALL`, `ORDER BY`, processing-time windows, the Kafka
 //! connector, and state TTL.
 

@@ -105,6 +105,14 @@ pub enum GroupWindow {
         /// Size in milliseconds.
         size: i64,
     },
+    /// `CUMULATE(TABLE t, DESCRIPTOR(rowtime), step, size)`: windows from each multiple of
+    /// `size`, growing by `step` up to `size`.
+    Cumulate {
+        /// Step in milliseconds.
+        step: i64,
+        /// The largest size in milliseconds, a multiple of the step.
+        size: i64,
+    },
     /// `SESSION(rowtime, gap)`.
     Session {
         /// Gap in milliseconds.
@@ -728,6 +736,9 @@ impl Planner<'_> {
         (ws, we): (usize, usize),
     ) -> Result<Plan, SqlError> {
         let scope_in = input.scope.clone();
+        // `window_time` (the rowtime after the window's start and end) may be grouped by
+        // too, as Flink allows: it is a property of the window, as its start and end are.
+        let wt = (input.rowtime == Some(ws + 2)).then_some(ws + 2);
         let (source, window, own) = match input.node {
             Node::WindowTvf(inner, window) => (*inner, window, false),
             node => {
@@ -749,8 +760,11 @@ impl Planner<'_> {
         let mut key_exprs = Vec::new();
         let mut props = Vec::new();
         for (k, b) in keys.iter().zip(bound) {
-            if *b == Some(ws) || *b == Some(we) {
-                props.push((k.to_string(), *b == Some(ws)));
+            if let Some(at) = [Some(ws), Some(we), wt]
+                .iter()
+                .position(|p| p.is_some() && p == b)
+            {
+                props.push((k.to_string(), at));
                 continue;
             }
             let e = expr::bind(k, &scope_in, self.catalog)?;
@@ -808,8 +822,8 @@ impl Planner<'_> {
             });
             computed.insert(name.to_string(), start + i);
         }
-        for (text, is_start) in props {
-            computed.insert(text, if is_start { start } else { start + 1 });
+        for (text, at) in props {
+            computed.insert(text, start + at);
         }
         let mut scope = Scope::new(columns);
         scope.computed = computed;
@@ -886,9 +900,9 @@ impl Planner<'_> {
                 "`{call}`: `{time}` is not the rowtime of {table_name} (its WATERMARK FOR column); processing-time windows are not supported yet"
             )));
         }
-        if !["TUMBLE", "HOP", "SESSION"].contains(&name.as_str()) {
+        if !["TUMBLE", "HOP", "CUMULATE", "SESSION"].contains(&name.as_str()) {
             return Err(SqlError::plan(format!(
-                "the table function `{name}` is not supported (window functions: TUMBLE, HOP, SESSION)"
+                "the table function `{name}` is not supported (window functions: TUMBLE, HOP, CUMULATE, SESSION)"
             )));
         }
         let window = self.window_sizes(
@@ -896,7 +910,7 @@ impl Planner<'_> {
             &name,
             &args[2..],
             &input.scope,
-            "TUMBLE(TABLE t, DESCRIPTOR(c), size), HOP(..., slide, size) or SESSION(..., gap)",
+            "TUMBLE(TABLE t, DESCRIPTOR(c), size), HOP(..., slide, size), CUMULATE(..., step, size) or SESSION(..., gap)",
         )?;
         if partition && !matches!(window, GroupWindow::Session { .. }) {
             return Err(SqlError::plan(format!(
@@ -996,6 +1010,15 @@ impl Planner<'_> {
                 size: *size,
             },
             ("SESSION", [gap]) => GroupWindow::Session { gap: *gap },
+            ("CUMULATE", [step, size]) if size % step == 0 => GroupWindow::Cumulate {
+                step: *step,
+                size: *size,
+            },
+            ("CUMULATE", [_, _]) => {
+                return Err(SqlError::plan(format!(
+                    "`{call}`: CUMULATE's size must be a whole multiple of its step"
+                )))
+            }
             _ => return Err(SqlError::plan(format!("`{call}`: expected {usage}"))),
         })
     }
