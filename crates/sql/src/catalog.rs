@@ -16,7 +16,7 @@ use crate::types::SqlType;
 use crate::SqlError;
 
 /// A table: its columns, how they are read (the connector's options), and its time.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Table {
     /// The table's name.
     pub name: String,
@@ -235,6 +235,27 @@ impl Catalog {
 
     fn exists(&self, name: &str) -> bool {
         self.tables.contains_key(name) || self.views.contains_key(name)
+    }
+
+    /// Sets and removes options of the table `name` (`ALTER TABLE ... SET | RESET`); false
+    /// when there is no such table.
+    pub fn alter_options(
+        &mut self,
+        name: &str,
+        set: &[(String, String)],
+        reset: &[String],
+    ) -> bool {
+        let Some(table) = self.tables.get_mut(name) else {
+            return false;
+        };
+        let table = Arc::make_mut(table);
+        for key in reset {
+            table.options.remove(key);
+        }
+        for (key, value) in set {
+            table.options.insert(key.clone(), value.clone());
+        }
+        true
     }
 
     /// The table `name`.

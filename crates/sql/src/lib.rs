@@ -34,7 +34,8 @@
 //!
 //! * DDL: `CREATE TABLE` with `ROW<...>` columns, computed columns, `WATERMARK FOR`, `PRIMARY
 //!   KEY ... NOT ENFORCED` and `WITH` options; views; `CREATE FUNCTION` for the functions
-//!   Spate implements; `SET`, `RESET`, `SHOW`, `DESCRIBE`, `EXPLAIN`, `DROP`.
+//!   Spate implements; `ALTER TABLE ... SET | RESET` (options); `SET`, `RESET`, `SHOW`,
+//!   `DESCRIBE`, `EXPLAIN`, `DROP`.
 //! * Connectors: `filesystem` (JSON lines and CSV in; JSON lines out, as a rolling file
 //!   sink), `nexmark` (the generator), `print`, `blackhole`.
 //! * Queries: projections and filters with Flink's expressions and functions; unbounded

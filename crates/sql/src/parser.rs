@@ -19,6 +19,7 @@
 //! INSERT INTO name [(col, ...)] query;
 //! SET ['key' = 'value'];  RESET ['key'];  SHOW TABLES|VIEWS|FUNCTIONS;  DESCRIBE name;
 //! EXPLAIN query;  DROP TABLE|VIEW|FUNCTION [IF EXISTS] name;
+//! ALTER TABLE [IF EXISTS] name SET ('key' = 'value', ...) | RESET ('key', ...);
 //! ```
 //!
 //! Every statement keeps the line and column where it starts, for error messages.
@@ -85,6 +86,18 @@ pub enum Statement {
     Show(String),
     /// `DESCRIBE name`.
     Describe(String),
+    /// `ALTER TABLE [IF EXISTS] name SET ('key' = 'value', ...)` or `... RESET ('key',
+    /// ...)`: the table's `WITH` options changed (Flink's).
+    AlterOptions {
+        /// The table.
+        name: String,
+        /// Whether `IF EXISTS` was given.
+        if_exists: bool,
+        /// The options set.
+        set: Vec<(String, String)>,
+        /// The options removed.
+        reset: Vec<String>,
+    },
     /// `DROP TABLE|VIEW|FUNCTION [IF EXISTS] name`.
     Drop {
         /// `TABLE`, `VIEW` or `FUNCTION`.
@@ -468,6 +481,29 @@ fn statement(parser: &mut Parser<'_>) -> Result<Statement, ParserError> {
     if parser.parse_keyword(Keyword::DESCRIBE) || parser.parse_keyword(Keyword::DESC) {
         return Ok(Statement::Describe(name(parser)?));
     }
+    if parser.parse_keywords(&[Keyword::ALTER, Keyword::TABLE]) {
+        let if_exists = parser.parse_keywords(&[Keyword::IF, Keyword::EXISTS]);
+        let name = name(parser)?;
+        let (mut set, mut reset) = (Vec::new(), Vec::new());
+        if parser.parse_keyword(Keyword::SET) {
+            set = options(parser)?;
+        } else if parser.parse_keyword(Keyword::RESET) {
+            parser.expect_token(&Token::LParen)?;
+            reset = parser.parse_comma_separated(|p| p.parse_literal_string())?;
+            parser.expect_token(&Token::RParen)?;
+        } else {
+            return err(
+                parser,
+                "SET ('key' = 'value', ...) or RESET ('key', ...) after ALTER TABLE name",
+            );
+        }
+        return Ok(Statement::AlterOptions {
+            name,
+            if_exists,
+            set,
+            reset,
+        });
+    }
     if parser.parse_keyword(Keyword::DROP) {
         let _ = parser.parse_keyword(Keyword::TEMPORARY);
         let kind =
@@ -494,7 +530,7 @@ fn statement(parser: &mut Parser<'_>) -> Result<Statement, ParserError> {
         Token::LParen => Ok(Statement::Query(parser.parse_query()?)),
         _ => err(
             parser,
-            "a statement (CREATE, INSERT, SELECT, EXPLAIN, SET, RESET, SHOW, DESCRIBE or DROP)",
+            "a statement (CREATE, INSERT, SELECT, EXPLAIN, SET, RESET, SHOW, DESCRIBE, ALTER or DROP)",
         ),
     }
 }
@@ -620,21 +656,28 @@ fn create_table(parser: &mut Parser<'_>) -> Result<TableDef, ParserError> {
         def.partitioned_by = paren_names(parser)?;
     }
     if parser.parse_keyword(Keyword::WITH) {
-        parser.expect_token(&Token::LParen)?;
-        if !parser.consume_token(&Token::RParen) {
-            loop {
-                let key = parser.parse_literal_string()?;
-                parser.expect_token(&Token::Eq)?;
-                let value = parser.parse_literal_string()?;
-                def.options.push((key, value));
-                if !parser.consume_token(&Token::Comma) {
-                    break;
-                }
-            }
-            parser.expect_token(&Token::RParen)?;
-        }
+        def.options = options(parser)?;
     }
     Ok(def)
+}
+
+/// `('key' = 'value', ...)`, in order.
+fn options(parser: &mut Parser<'_>) -> Result<Vec<(String, String)>, ParserError> {
+    let mut options = Vec::new();
+    parser.expect_token(&Token::LParen)?;
+    if !parser.consume_token(&Token::RParen) {
+        loop {
+            let key = parser.parse_literal_string()?;
+            parser.expect_token(&Token::Eq)?;
+            let value = parser.parse_literal_string()?;
+            options.push((key, value));
+            if !parser.consume_token(&Token::Comma) {
+                break;
+            }
+        }
+        parser.expect_token(&Token::RParen)?;
+    }
+    Ok(options)
 }
 
 fn paren_names(parser: &mut Parser<'_>) -> Result<Vec<String>, ParserError> {

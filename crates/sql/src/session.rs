@@ -139,6 +139,24 @@ impl Session {
                 self.catalog.create_function(name, class)?;
                 Ok(ok())
             }
+            Statement::AlterOptions {
+                name,
+                if_exists,
+                set,
+                reset,
+            } => {
+                if self.catalog.view(name).is_some() {
+                    return Err(SqlError::plan(format!(
+                        "ALTER TABLE {name}: `{name}` is a view, not a table"
+                    )));
+                }
+                if !self.catalog.alter_options(name, set, reset) && !if_exists {
+                    return Err(SqlError::plan(format!(
+                        "ALTER TABLE {name}: there is no such table"
+                    )));
+                }
+                Ok(ok())
+            }
             Statement::Drop {
                 kind,
                 name,
