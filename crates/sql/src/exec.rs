@@ -651,28 +651,14 @@ fn scan(
                     table.name
                 )));
             }
-            let schema = schema_of(table.physical().map(|c| (c.name.as_str(), &c.ty)))?;
-            // Only what the plan reads is decoded: the other fields are skipped unbuilt.
-            let physical = prune::physical_reads(table, reads);
-            let decoder = RowDecoder::<Datums>::projected(&schema, &|at: &[usize]| {
-                match (physical.get(at[0]), at.len()) {
-                    (None, _) => true,
-                    (Some(read), 1) => read.any(),
-                    (Some(read), _) => read.field(at[1]),
-                }
-            })
-            .spare(table.columns.len() - physical.len());
-            let make = row_maker(table);
-            let policy = match table.option("json.ignore-parse-errors") {
-                Some("true") => BadRecordPolicy::Drop,
-                _ => BadRecordPolicy::Fail,
-            };
-            let source = JsonLinesSource::<SqlRow>::with_decoder(
-                PathBuf::from(path),
-                Arc::new(move |line: &[u8]| decoder.decode_fields(line).map(&make)),
-            )
-            .policy(policy);
+            let source =
+                JsonLinesSource::<SqlRow>::with_decoder(PathBuf::from(path), json_rows(table, reads)?)
+                    .policy(json_policy(table));
             env.from_source(source)
+        }
+        "kafka" => {
+            let rows = crate::kafka::scan(env, table, json_rows(table, reads)?, json_policy(table))?;
+            return Ok(with_watermark(rows, table));
         }
         "nexmark" => {
             let rows = crate::nexmark::scan(env, table, reads, row_maker(table))?;
@@ -680,13 +666,45 @@ fn scan(
         }
         other => {
             return Err(SqlError::plan(format!(
-                "the table `{}`: the connector '{other}' cannot be read (sources: filesystem, nexmark)",
+                "the table `{}`: the connector '{other}' cannot be read (sources: filesystem, kafka, nexmark)",
                 table.name
             )))
         }
     }
     .name(&format!("scan.{}", table.name));
     Ok(with_watermark(stream, table))
+}
+
+/// A JSON value (one line, one message) of `table` as its row: only the columns and nested
+/// fields the plan reads (`reads`) are decoded, the others skipped unbuilt; computed columns
+/// are evaluated.
+pub(crate) type JsonRows = Arc<dyn Fn(&[u8]) -> Result<SqlRow, String> + Send + Sync>;
+
+fn json_rows(table: &Table, reads: Option<&Vec<prune::Read>>) -> Result<JsonRows, SqlError> {
+    let schema = schema_of(table.physical().map(|c| (c.name.as_str(), &c.ty)))?;
+    let physical = prune::physical_reads(table, reads);
+    let decoder = RowDecoder::<Datums>::projected(&schema, &|at: &[usize]| match (
+        physical.get(at[0]),
+        at.len(),
+    ) {
+        (None, _) => true,
+        (Some(read), 1) => read.any(),
+        (Some(read), _) => read.field(at[1]),
+    })
+    .spare(table.columns.len() - physical.len());
+    let make = row_maker(table);
+    Ok(Arc::new(move |value: &[u8]| {
+        decoder.decode_fields(value).map(&make)
+    }))
+}
+
+/// Flink's `json.ignore-parse-errors`: a value that does not decode is dropped (counted)
+/// rather than failing the job.
+fn json_policy(table: &Table) -> BadRecordPolicy {
+    match table.option("json.ignore-parse-errors") {
+        Some("true") => BadRecordPolicy::Drop,
+        _ => BadRecordPolicy::Fail,
+    }
 }
 
 /// The table's `WATERMARK FOR` on its source's stream (so per split), or the stream as it is.
@@ -1033,9 +1051,10 @@ pub fn sink(rows: Rows, types: Vec<SqlType>, target: &Target) -> Result<(), SqlE
         }
         Rows::Changes(s) => {
             if let Target::Table(t) = target {
-                if t.connector()? == "filesystem" {
+                let connector = t.connector()?;
+                if connector == "filesystem" || connector == "kafka" {
                     return Err(SqlError::plan(format!(
-                        "the table `{}`: the filesystem sink takes inserts only, and this query's result updates (Flink: \"doesn't support consuming update changes\")",
+                        "the table `{}`: the {connector} sink takes inserts only, and this query's result updates (Flink: \"doesn't support consuming update changes\")",
                         t.name
                     )));
                 }
@@ -1090,9 +1109,20 @@ pub fn sink(rows: Rows, types: Vec<SqlType>, target: &Target) -> Result<(), SqlE
                 rows.sink_to(FileSink::with_encoder(PathBuf::from(path), "json", encoder))
                     .name(&format!("sink.{}", table.name));
             }
+            "kafka" => {
+                let columns = table
+                    .physical()
+                    .map(|c| (c.name.clone(), c.ty.clone()))
+                    .collect();
+                let sink = crate::kafka::sink(table, columns)?;
+                rows.map(|c: Change<SqlRow>| c.row)
+                    .name("rows")
+                    .sink_to(sink)
+                    .name(&format!("sink.{}", table.name));
+            }
             other => {
                 return Err(SqlError::plan(format!(
-                    "the table `{}`: the connector '{other}' cannot be written (sinks: blackhole, print, filesystem)",
+                    "the table `{}`: the connector '{other}' cannot be written (sinks: blackhole, print, filesystem, kafka)",
                     table.name
                 )))
             }

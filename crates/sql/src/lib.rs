@@ -15,6 +15,8 @@
 //! * [`functions`]: Flink's built-in scalar functions (`DATE_FORMAT`, `REGEXP_EXTRACT`, ...).
 //! * [`nexmark`]: the `nexmark` connector, the built-in generator as a table with
 //!   nexmark-flink's options (the suite's `ddl_gen.sql` as written).
+//! * `kafka` (with the `kafka` feature): the `kafka` connector, Flink's options and `json`
+//!   format over Spate's Kafka source and sink.
 //! * [`prune`]: projection push-down: the columns (and nested fields) of each table a plan
 //!   reads, the only ones its scan decodes.
 //! * [`calc`]: a filter and the projection over it as one step per row, their shared
@@ -37,7 +39,8 @@
 //!   Spate implements; `ALTER TABLE ... SET | RESET` (options); `SET`, `RESET`, `SHOW`,
 //!   `DESCRIBE`, `EXPLAIN`, `DROP`.
 //! * Connectors: `filesystem` (JSON lines and CSV in; JSON lines out, as a rolling file
-//!   sink), `nexmark` (the generator), `print`, `blackhole`.
+//!   sink), `kafka` (JSON, with Flink's options; exactly once through Kafka transactions),
+//!   `nexmark` (the generator), `print`, `blackhole`.
 //! * Queries: projections and filters with Flink's expressions and functions; unbounded
 //!   `GROUP BY` with `COUNT`, `COUNT(DISTINCT)`, `SUM`, `MIN`, `MAX`, `AVG` and `FILTER`
 //!   (a changelog; also over a changelog); group windows (`TUMBLE`, `HOP`, `SESSION`) and
@@ -47,8 +50,8 @@
 //!
 //! Not yet: outer joins, joins of changelogs, interval and window joins as such (a join on
 //! the window columns is a regular join here, with the same rows), OVER
-//! aggregations, `UNION` without `ALL`, `ORDER BY`, processing-time windows, the Kafka
-//! connector, and state TTL.
+//! aggregations, `UNION` without `ALL`, `ORDER BY`, processing-time windows, the
+//! `upsert-kafka` connector, and state TTL.
 
 pub mod agg;
 pub mod calc;
@@ -57,6 +60,8 @@ pub mod exec;
 pub mod expr;
 pub mod format;
 pub mod functions;
+#[cfg(feature = "kafka")]
+pub mod kafka;
 pub mod nexmark;
 pub mod packed;
 pub mod parser;

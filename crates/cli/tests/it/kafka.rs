@@ -22,14 +22,14 @@ use crate::chaos::{
 };
 use crate::{ok, sorted_lines, spate};
 
-fn bootstrap() -> String {
+pub(crate) fn bootstrap() -> String {
     std::env::var("SPATE_KAFKA_BOOTSTRAP").expect(
         "SPATE_KAFKA_BOOTSTRAP is not set: run the tests with scripts/test, which starts a Kafka \
          broker (scripts/brokers start) and exports it",
     )
 }
 
-fn unique(name: &str) -> String {
+pub(crate) fn unique(name: &str) -> String {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
@@ -69,7 +69,7 @@ fn produce_lines_by(topic: &str, lines: &[&str], mut partition: impl FnMut(usize
 
 /// Every value a `read_committed` reader finds in `topic` now (up to the last stable
 /// offsets, which an open transaction would hold back).
-fn read_all(topic: &str) -> Vec<String> {
+pub(crate) fn read_all(topic: &str) -> Vec<String> {
     let source = KafkaSource::<Vec<u8>>::bytes(bootstrap(), &[topic]).bounded();
     let mut reader = source
         .create_reader(&SourceContext {

@@ -344,6 +344,88 @@ fn the_suites_generator_table_gives_the_rows_of_the_same_events_from_a_file() {
     }
 }
 
+/// The suite's Kafka scripts, as written: `insert_kafka.sql` writes the generator table's
+/// events into the `kafka` table of `ddl_kafka.sql` (JSON objects, as Flink's `json`
+/// format), exactly once through Kafka transactions; the suite's texts over that table
+/// (`NEXMARK_TABLE=kafka`, read to the offsets of their start) give the rows of the same
+/// events read from a file. Only the topic, the end of reading and the delivery are set
+/// apart, by `ALTER TABLE kafka SET (...)`.
+#[test]
+fn the_suites_kafka_scripts_write_and_read_the_events_of_its_generator() {
+    use spate_connectors::kafka::admin::KafkaAdmin;
+    let dir = tempfile::tempdir().unwrap();
+    let events = 20_000;
+    let input = generate(dir.path(), "in.jsonl", events, 42, 200);
+    let bootstrap = crate::kafka::bootstrap();
+    let topic = crate::kafka::unique("sql-nexmark");
+    KafkaAdmin::new(&bootstrap)
+        .create_topic(&topic, 2, false)
+        .unwrap();
+    let suite = shared().join("nexmark/flink-sql");
+    let alter = |name: &str, options: &str| {
+        write(
+            dir.path(),
+            name,
+            &format!("ALTER TABLE kafka SET ('topic' = '{topic}', {options});"),
+        )
+    };
+    let to_kafka = alter(
+        "to_kafka.sql",
+        &format!(
+            "'sink.delivery-guarantee' = 'exactly-once', 'sink.transactional-id-prefix' = '{topic}'"
+        ),
+    );
+    let from_kafka = alter("from_kafka.sql", "'scan.bounded.mode' = 'latest-offset'");
+    let ckpt = dir.path().join("ckpt");
+    succeeds(
+        spate()
+            .arg("sql")
+            .arg("-i")
+            .arg(suite.join("ddl_gen.sql"))
+            .arg("-i")
+            .arg(suite.join("ddl_kafka.sql"))
+            .arg("-i")
+            .arg(&to_kafka)
+            .arg("-f")
+            .arg(suite.join("insert_kafka.sql"))
+            .args(["-D", "TPS=200", "-D", &format!("EVENTS_NUM={events}")])
+            .args(["-D", "PERSON_PROPORTION=1", "-D", "AUCTION_PROPORTION=3"])
+            .args(["-D", "BID_PROPORTION=46", "-D"])
+            .arg(format!("BOOTSTRAP_SERVERS={bootstrap}"))
+            .args(["--checkpoint-interval", "200ms", "--checkpoint-dir"])
+            .arg(&ckpt),
+        "insert_kafka.sql",
+    );
+    let written = crate::kafka::read_all(&topic);
+    assert_eq!(written.len() as u64, events, "each event once");
+    let first: Value = serde_json::from_str(&written[0]).unwrap();
+    assert!(
+        first.get("event_type").is_some() && first.get("bid").is_some(),
+        "a message is a JSON object of the table's columns: {first}"
+    );
+    for query in ["q1", "q3", "q5", "q7", "q8", "q11", "q15", "q18", "q20"] {
+        let from_file = dir.path().join(format!("{query}-file.jsonl"));
+        run_suite_query(query, &input, &from_file, 1, 1);
+        let from_topic = dir.path().join(format!("{query}-kafka.jsonl"));
+        let mut cmd = suite_command_over(query, &suite.join("ddl_kafka.sql"), &from_topic);
+        cmd.arg("-i")
+            .arg(&from_kafka)
+            .args(["-D", "NEXMARK_TABLE=kafka", "-D"])
+            .arg(format!("BOOTSTRAP_SERVERS={bootstrap}"))
+            .args(["--workers", "2"]);
+        succeeds(&mut cmd, &format!("{query} over ddl_kafka.sql"));
+        assert!(
+            std::fs::metadata(&from_topic).unwrap().len() > 0,
+            "{query} over Kafka gave no rows"
+        );
+        let (same, report) = compare(&from_topic, &from_file);
+        assert!(
+            same,
+            "{query}: the Kafka table differs from the file: {report}"
+        );
+    }
+}
+
 /// The one `error:` line of a failed run, after checking that the run failed without a panic
 /// and that stderr holds nothing else than the `[INFO]` lines of the statements that ran
 /// before the error.
