@@ -265,8 +265,10 @@ impl<'a, K: Hash + Eq + Clone, S, O> ProcessContext<'a, K, S, O> {
     }
 
     /// Runs `f` with the key, its state and a buffer whose records are emitted with the
-    /// current timestamp (the shape of `process_with_state` functions).
-    pub(crate) fn emit_with(&mut self, f: impl FnOnce(&K, &mut Option<S>, &mut Vec<O>)) {
+    /// current timestamp (the shape of `process_with_state` functions): the state and the
+    /// output at once, which [`state`](Self::state) and [`collect`](Self::collect) cannot
+    /// borrow together.
+    pub fn emit_with(&mut self, f: impl FnOnce(&K, &mut Option<S>, &mut Vec<O>)) {
         f(self.key, self.state, self.scratch);
         let ts = self.timestamp;
         self.out.extend(self.scratch.drain(..).map(|o| (ts, o)));

@@ -38,7 +38,6 @@ use crate::calc::{Calc, Projection};
 use crate::catalog::Table;
 use crate::expr::Scalar;
 use crate::format::write_json_row;
-use crate::packed::JoinSide;
 use crate::plan::{GroupWindow, JoinSpec, Node, Plan};
 use crate::prune;
 use crate::types::{Datum, SqlKey, SqlRow, SqlType};
@@ -265,36 +264,17 @@ impl Builder<'_> {
                     spec.left_keys.clone().into(),
                     spec.right_keys.clone().into(),
                 );
-                let residual = spec.residual.clone();
-                let residual2 = residual.clone();
-                // Both sides' rows, packed until met: a regular join keeps every row.
-                type Sides = (JoinSide, JoinSide);
+                // Rows that a time bound proves can meet nothing more are dropped.
+                let (left_expiry, right_expiry) =
+                    crate::join::expiries(left, right, spec.residual.as_ref());
                 let joined = l
                     .key_by(move |row: &SqlRow| key_of(&lk, row))
                     .connect(&r.key_by(move |row: &SqlRow| key_of(&rk, row)))
-                    .process_with_state(
-                        // A row is kept first, then moved into its last match's output.
-                        move |_k, st: &mut Option<Sides>, row: SqlRow, out: &mut Vec<SqlRow>| {
-                            let (lefts, rights) = st.get_or_insert_with(Default::default);
-                            lefts.push(&row);
-                            if let Some((last, rest)) = rights.meet().split_last() {
-                                for other in rest {
-                                    out.extend(joined(&row, other, residual.as_ref()));
-                                }
-                                out.extend(joined_owned(row, last, residual.as_ref()));
-                            }
-                        },
-                        move |_k, st: &mut Option<Sides>, row: SqlRow, out: &mut Vec<SqlRow>| {
-                            let (lefts, rights) = st.get_or_insert_with(Default::default);
-                            rights.push(&row);
-                            if let Some((last, rest)) = lefts.meet().split_last() {
-                                for other in rest {
-                                    out.extend(joined(other, &row, residual2.as_ref()));
-                                }
-                                out.extend(joined_to_owned(last, row, residual2.as_ref()));
-                            }
-                        },
-                    )
+                    .process(crate::join::RegularJoin {
+                        residual: spec.residual.clone(),
+                        left_expiry,
+                        right_expiry,
+                    })
                     .name("join");
                 Rows::Append(joined)
             }
@@ -475,13 +455,21 @@ fn key_of(keys: &[Scalar], row: &[Datum]) -> SqlKey {
 }
 
 /// [`joined`] of a left row that is not needed after.
-fn joined_owned(mut left: SqlRow, right: &SqlRow, residual: Option<&Scalar>) -> Option<SqlRow> {
+pub(crate) fn joined_owned(
+    mut left: SqlRow,
+    right: &SqlRow,
+    residual: Option<&Scalar>,
+) -> Option<SqlRow> {
     left.extend(right.iter().cloned());
     residual.is_none_or(|p| p.test(&left)).then_some(left)
 }
 
 /// [`joined`] of a right row that is not needed after.
-fn joined_to_owned(left: &SqlRow, right: SqlRow, residual: Option<&Scalar>) -> Option<SqlRow> {
+pub(crate) fn joined_to_owned(
+    left: &SqlRow,
+    right: SqlRow,
+    residual: Option<&Scalar>,
+) -> Option<SqlRow> {
     let mut row = Vec::with_capacity(left.len() + right.len());
     row.extend(left.iter().cloned());
     row.extend(right);
@@ -489,7 +477,7 @@ fn joined_to_owned(left: &SqlRow, right: SqlRow, residual: Option<&Scalar>) -> O
 }
 
 /// The row of `left` and `right` joined, if it meets the residual condition.
-fn joined(left: &SqlRow, right: &SqlRow, residual: Option<&Scalar>) -> Option<SqlRow> {
+pub(crate) fn joined(left: &SqlRow, right: &SqlRow, residual: Option<&Scalar>) -> Option<SqlRow> {
     let mut row = Vec::with_capacity(left.len() + right.len());
     row.extend(left.iter().cloned());
     row.extend(right.iter().cloned());
@@ -656,10 +644,13 @@ fn scan(
                     .policy(json_policy(table));
             env.from_source(source)
         }
+        #[cfg(feature = "kafka")]
         "kafka" => {
             let rows = crate::kafka::scan(env, table, json_rows(table, reads)?, json_policy(table))?;
             return Ok(with_watermark(rows, table));
         }
+        #[cfg(not(feature = "kafka"))]
+        "kafka" => return Err(no_kafka(table)),
         "nexmark" => {
             let rows = crate::nexmark::scan(env, table, reads, row_maker(table))?;
             return Ok(with_watermark(rows, table));
@@ -673,6 +664,16 @@ fn scan(
     }
     .name(&format!("scan.{}", table.name));
     Ok(with_watermark(stream, table))
+}
+
+/// A `kafka` table in a build without Kafka (spate-sql's `kafka` feature; the `spate`
+/// binary has it).
+#[cfg(not(feature = "kafka"))]
+fn no_kafka(table: &Table) -> SqlError {
+    SqlError::plan(format!(
+        "the table `{}`: this build has no Kafka connector (spate-sql's `kafka` feature)",
+        table.name
+    ))
 }
 
 /// A JSON value (one line, one message) of `table` as its row: only the columns and nested
@@ -1109,6 +1110,9 @@ pub fn sink(rows: Rows, types: Vec<SqlType>, target: &Target) -> Result<(), SqlE
                 rows.sink_to(FileSink::with_encoder(PathBuf::from(path), "json", encoder))
                     .name(&format!("sink.{}", table.name));
             }
+            #[cfg(not(feature = "kafka"))]
+            "kafka" => return Err(no_kafka(table)),
+            #[cfg(feature = "kafka")]
             "kafka" => {
                 let columns = table
                     .physical()

@@ -23,6 +23,8 @@
 //!   subexpressions computed once.
 //! * [`exec`]: plans built as DataStream operators, a subplan named twice built once; the
 //!   connectors' sources and sinks.
+//! * [`join`]: the regular join, and the rows a time bound proves can meet nothing more
+//!   dropped from it.
 //! * [`packed`]: rows packed into bytes, for the rows a join keeps.
 //! * [`types`]: SQL types and the [`Datum`]s of a [`SqlRow`]; [`format`]: rows as text.
 //! * [`Session`]: a catalog, settings and the job configuration; runs statements.
@@ -60,6 +62,7 @@ pub mod exec;
 pub mod expr;
 pub mod format;
 pub mod functions;
+pub mod join;
 #[cfg(feature = "kafka")]
 pub mod kafka;
 pub mod nexmark;

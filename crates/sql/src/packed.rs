@@ -84,6 +84,30 @@ impl JoinSide {
         }
         self.met.as_deref().map_or(&[], Vec::as_slice)
     }
+
+    /// Keeps only the rows `keep` is true of, in their order.
+    pub fn retain(&mut self, keep: impl Fn(&[Datum]) -> bool) {
+        if let Some(met) = &mut self.met {
+            met.retain(|r| keep(r));
+            if met.is_empty() {
+                self.met = None;
+            }
+        }
+        if !self.packed.is_empty() {
+            let mut kept = PackedRows::default();
+            for row in self.packed.iter() {
+                if keep(&row) {
+                    kept.push(&row);
+                }
+            }
+            self.packed = kept;
+        }
+    }
+
+    /// Whether no row is kept.
+    pub fn is_empty(&self) -> bool {
+        self.met.is_none() && self.packed.is_empty()
+    }
 }
 
 /// The rows of a [`PackedRows`], each unpacked as it is reached.

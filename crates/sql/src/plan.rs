@@ -220,9 +220,22 @@ impl Plan {
                 input.explain_into(depth + 1, out);
             }
             Node::Join(left, right, spec) => {
+                // Rows a time bound proves can meet nothing more: dropped once the watermark
+                // reaches their column plus a constant (see `join`).
+                let mut expiry = String::new();
+                if !spec.lookup {
+                    let (l, r) = crate::join::expiries(left, right, spec.residual.as_ref());
+                    let width = left.scope.columns.len();
+                    for (side, e, base) in [("left", l, 0), ("right", r, width)] {
+                        if let Some(e) = e {
+                            let name = &self.scope.columns[base + e.col].name;
+                            let _ = write!(expiry, " {side}-expires=`{name}`{:+}ms", e.after);
+                        }
+                    }
+                }
                 let _ = writeln!(
                     out,
-                    "Join keys={} residual={} [{}]",
+                    "Join keys={} residual={}{expiry} [{}]",
                     spec.left_keys.len(),
                     spec.residual.is_some(),
                     cols.join(", ")
