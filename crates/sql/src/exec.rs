@@ -7,7 +7,8 @@
 //! * A projection, and the filter under it, is one [`Calc`] (a `flat_map`: the
 //!   subexpressions they share computed once per row); a filter alone is `filter`. The
 //!   engine chains them with the source into one operator.
-//! * A sink writes the rows in the table's connector's format.
+//! * A sink writes the rows in the table's connector's format (`filesystem` and `kafka`: a
+//!   JSON object per row, as Flink's `json` format).
 //!
 //! Operator names come from the plan (`scan.bid`, `filter`, `calc`, `project`) for the dashboard
 //! and metrics; the engine derives each operator's uid from the job graph's structure, which
@@ -37,7 +38,7 @@ use crate::agg::{GroupAggregate, RankAggregate, Ranked, RetractAggregate, Window
 use crate::calc::{Calc, Projection};
 use crate::catalog::Table;
 use crate::expr::Scalar;
-use crate::format::write_json_row;
+use crate::format::{write_flink_json, write_json_row};
 use crate::plan::{GroupWindow, JoinSpec, Node, Plan};
 use crate::prune;
 use crate::types::{Datum, SqlKey, SqlRow, SqlType};
@@ -1107,7 +1108,17 @@ pub fn sink(rows: Rows, types: Vec<SqlType>, target: &Target) -> Result<(), SqlE
                         table.name
                     )));
                 }
-                rows.sink_to(FileSink::with_encoder(PathBuf::from(path), "json", encoder))
+                // Flink's `json` format: one object per row, named by the table's columns.
+                let columns: Vec<(String, SqlType)> = table
+                    .physical()
+                    .map(|c| (c.name.clone(), c.ty.clone()))
+                    .collect();
+                let all: Vec<usize> = (0..columns.len()).collect();
+                let objects = Arc::new(move |c: &Change<SqlRow>, out: &mut Vec<u8>| {
+                    write_flink_json(&c.row, &columns, &all, out);
+                    out.push(b'\n');
+                });
+                rows.sink_to(FileSink::with_encoder(PathBuf::from(path), "json", objects))
                     .name(&format!("sink.{}", table.name));
             }
             #[cfg(not(feature = "kafka"))]

@@ -40,8 +40,8 @@
 //!   KEY ... NOT ENFORCED` and `WITH` options; views; `CREATE FUNCTION` for the functions
 //!   Spate implements; `ALTER TABLE ... SET | RESET` (options); `SET`, `RESET`, `SHOW`,
 //!   `DESCRIBE`, `EXPLAIN`, `DROP`.
-//! * Connectors: `filesystem` (JSON lines and CSV in; JSON lines out, as a rolling file
-//!   sink), `kafka` (JSON, with Flink's options; exactly once through Kafka transactions),
+//! * Connectors: `filesystem` (JSON lines and CSV in; JSON lines out, one object per row as
+//!   Flink's `json` format, as a rolling file sink), `kafka` (JSON, with Flink's options; exactly once through Kafka transactions),
 //!   `nexmark` (the generator), `print`, `blackhole`.
 //! * Queries: projections and filters with Flink's expressions and functions; unbounded
 //!   `GROUP BY` with `COUNT`, `COUNT(DISTINCT)`, `SUM`, `MIN`, `MAX`, `AVG` and `FILTER`

@@ -426,6 +426,65 @@ fn the_suites_kafka_scripts_write_and_read_the_events_of_its_generator() {
     }
 }
 
+/// A `filesystem` table is written as Flink's `json` format writes it (an object per row,
+/// named by the columns; a `ROW` a nested object, a `DECIMAL` a number), and a table over
+/// the written directory reads back the rows that went in.
+#[test]
+fn a_filesystem_table_is_written_as_flinks_json_and_reads_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let rows = write(
+        dir.path(),
+        "rows.jsonl",
+        "{\"a\": 1, \"s\": \"x\\\"y\", \"d\": 12.5, \"ts\": \"2024-01-01 00:00:01.250\", \"r\": {\"n\": 7, \"t\": null}}\n\
+         {\"a\": null, \"s\": null, \"d\": -0.05, \"ts\": null, \"r\": null}\n",
+    );
+    let out = dir.path().join("out");
+    let columns = "a BIGINT, s STRING, d DECIMAL(5, 2), ts TIMESTAMP(3), r ROW<n INT, t STRING>";
+    let table = |name: &str, path: &Path| {
+        format!(
+            "CREATE TABLE {name} ({columns}) WITH ('connector' = 'filesystem', 'path' = '{}', 'format' = 'json');\n",
+            path.display()
+        )
+    };
+    let write_script = write(
+        dir.path(),
+        "write.sql",
+        &format!(
+            "{}{}INSERT INTO sink SELECT * FROM src;\n",
+            table("src", &rows),
+            table("sink", &out)
+        ),
+    );
+    succeeds(&mut sql(&write_script), "INSERT INTO a filesystem table");
+    let mut written: Vec<String> = Vec::new();
+    for entry in std::fs::read_dir(&out).unwrap() {
+        let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+        written.extend(text.lines().map(str::to_owned));
+    }
+    written.sort();
+    assert_eq!(
+        written,
+        [
+            r#"{"a":1,"s":"x\"y","d":12.50,"ts":"2024-01-01 00:00:01.250","r":{"n":7,"t":null}}"#,
+            r#"{"a":null,"s":null,"d":-0.05,"ts":null,"r":null}"#,
+        ]
+    );
+    let read = |name: &str, path: &Path| {
+        let script = write(
+            dir.path(),
+            &format!("read_{name}.sql"),
+            &format!("{}SELECT * FROM {name};\n", table(name, path)),
+        );
+        stdout_lines(&succeeds(
+            &mut sql(&script),
+            "SELECT from a filesystem table",
+        ))
+    };
+    let (back, original) = (read("back", &out), read("src", &rows));
+    assert_eq!(back.len(), 2, "{back:?}");
+    assert_eq!(back, original);
+}
+
 /// The one `error:` line of a failed run, after checking that the run failed without a panic
 /// and that stderr holds nothing else than the `[INFO]` lines of the statements that ran
 /// before the error.
