@@ -14,8 +14,10 @@
 //!   watermark `W` has `y >= W + k`. This holds for a window aggregate's `window_end`
 //!   (`k = 2`: a window is emitted once the watermark reaches `end - 1`) and `window_time`
 //!   (`k = 1`), passed through projections and filters.
-//! * So once the join's watermark reaches `x + c - k + 1`, the row is dropped (an event-time
-//!   timer); a row arriving after that meets the rows kept and is not kept itself.
+//! * So once the join's watermark reaches `x + c - k + 1`, the row can be dropped; a row
+//!   arriving after that meets the rows kept and is not kept itself. The rows are dropped by
+//!   event-time timers rounded up to a multiple of that lifetime (so a key's rows go a
+//!   batch at a time, not one timer each): a row is kept at most twice as long as needed.
 //!
 //! Nexmark's q7 joins every bid with the maximum price of the 10-second window that ends
 //! within 10 seconds after it: a bid is dropped 10 seconds of event time after its own,
@@ -43,6 +45,20 @@ impl Expiry {
         match row.get(self.col) {
             Some(Datum::Timestamp(t)) => t.checked_add(self.after),
             _ => None,
+        }
+    }
+
+    /// The time of the timer that drops a row expiring at `t`: `t` rounded up to a multiple
+    /// of the row's lifetime (`after`, at least 1 ms, at most a minute), so that the rows of
+    /// a key expire a batch per timer rather than one each. A row lives at most twice as
+    /// long as it must.
+    fn timer(&self, t: Timestamp) -> Timestamp {
+        let every = self.after.clamp(1, 60_000);
+        let rem = t.rem_euclid(every);
+        if rem == 0 {
+            t
+        } else {
+            t.saturating_add(every - rem)
         }
     }
 }
@@ -169,8 +185,42 @@ fn slack(plan: &Plan, col: usize) -> Option<i64> {
     }
 }
 
-/// Both sides' rows for a key.
-type Sides = (JoinSide, JoinSide);
+/// Both sides' rows for a key, with the latest expiry of each side's rows: a timer at or
+/// after it drops the whole side without reading its rows.
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+pub struct Sides {
+    lefts: JoinSide,
+    rights: JoinSide,
+    /// The latest expiry among the left rows (`None` while no row with an expiry is kept).
+    left_until: Option<Timestamp>,
+    /// The latest expiry among the right rows.
+    right_until: Option<Timestamp>,
+}
+
+impl Sides {
+    fn is_empty(&self) -> bool {
+        self.lefts.is_empty() && self.rights.is_empty()
+    }
+}
+
+/// Drops the rows of `side` that expire by `now`: all of them, unread, when `now` is at or
+/// after their latest expiry `until`.
+fn expire(
+    side: &mut JoinSide,
+    until: &mut Option<Timestamp>,
+    expiry: Option<Expiry>,
+    now: Timestamp,
+) {
+    let Some(expiry) = expiry else {
+        return;
+    };
+    if until.is_some_and(|u| u <= now) {
+        *side = JoinSide::default();
+        *until = None;
+    } else if !side.is_empty() {
+        side.retain(|row| expiry.of(row).is_none_or(|t| t > now));
+    }
+}
 
 /// An inner regular join, the arriving row moved into its last match's output.
 pub struct RegularJoin {
@@ -183,18 +233,24 @@ pub struct RegularJoin {
 }
 
 impl RegularJoin {
-    /// Whether to keep an arriving row expiring at `expiry` (registering its timer).
+    /// Whether to keep an arriving row of a side whose rows expire as `expiry` says, and
+    /// when it expires (its timer registered).
     fn keeps(
-        expiry: Option<Timestamp>,
+        expiry: Option<Expiry>,
+        row: &[Datum],
         ctx: &mut ProcessContext<'_, SqlKey, Sides, SqlRow>,
-    ) -> bool {
-        match expiry {
-            Some(t) if t <= ctx.current_watermark() => false,
+    ) -> (bool, Option<Timestamp>) {
+        let Some(expiry) = expiry else {
+            return (true, None);
+        };
+        match expiry.of(row) {
+            Some(t) if t <= ctx.current_watermark() => (false, None),
             Some(t) => {
-                ctx.register_event_time_timer(t);
-                true
+                ctx.register_event_time_timer(expiry.timer(t));
+                (true, Some(t))
             }
-            None => true,
+            // A NULL time meets nothing through the bound; it is kept, as Flink keeps it.
+            None => (true, Some(Timestamp::MAX)),
         }
     }
 }
@@ -203,40 +259,42 @@ impl KeyedCoProcessFunction<SqlKey, SqlRow, SqlRow, SqlRow> for RegularJoin {
     type State = Sides;
 
     fn process_element1(&self, row: SqlRow, ctx: &mut ProcessContext<'_, SqlKey, Sides, SqlRow>) {
-        let keep = Self::keeps(self.left_expiry.and_then(|e| e.of(&row)), ctx);
+        let (keep, until) = Self::keeps(self.left_expiry, &row, ctx);
         let residual = self.residual.as_ref();
         ctx.emit_with(|_, st, out| {
-            let (lefts, rights) = st.get_or_insert_with(Default::default);
+            let sides = st.get_or_insert_with(Default::default);
             if keep {
-                lefts.push(&row);
+                sides.lefts.push(&row);
+                sides.left_until = sides.left_until.max(until);
             }
-            if let Some((last, rest)) = rights.meet().split_last() {
+            if let Some((last, rest)) = sides.rights.meet().split_last() {
                 for other in rest {
                     out.extend(crate::exec::joined(&row, other, residual));
                 }
                 out.extend(crate::exec::joined_owned(row, last, residual));
             }
-            if lefts.is_empty() && rights.is_empty() {
+            if sides.is_empty() {
                 *st = None;
             }
         });
     }
 
     fn process_element2(&self, row: SqlRow, ctx: &mut ProcessContext<'_, SqlKey, Sides, SqlRow>) {
-        let keep = Self::keeps(self.right_expiry.and_then(|e| e.of(&row)), ctx);
+        let (keep, until) = Self::keeps(self.right_expiry, &row, ctx);
         let residual = self.residual.as_ref();
         ctx.emit_with(|_, st, out| {
-            let (lefts, rights) = st.get_or_insert_with(Default::default);
+            let sides = st.get_or_insert_with(Default::default);
             if keep {
-                rights.push(&row);
+                sides.rights.push(&row);
+                sides.right_until = sides.right_until.max(until);
             }
-            if let Some((last, rest)) = lefts.meet().split_last() {
+            if let Some((last, rest)) = sides.lefts.meet().split_last() {
                 for other in rest {
                     out.extend(crate::exec::joined(other, &row, residual));
                 }
                 out.extend(crate::exec::joined_to_owned(last, row, residual));
             }
-            if lefts.is_empty() && rights.is_empty() {
+            if sides.is_empty() {
                 *st = None;
             }
         });
@@ -249,15 +307,22 @@ impl KeyedCoProcessFunction<SqlKey, SqlRow, SqlRow, SqlRow> for RegularJoin {
         ctx: &mut ProcessContext<'_, SqlKey, Sides, SqlRow>,
     ) {
         let state = ctx.state();
-        let Some((lefts, rights)) = state else {
+        let Some(sides) = state else {
             return;
         };
-        let alive = |expiry: Option<Expiry>| {
-            move |row: &[Datum]| expiry.is_none_or(|e| e.of(row).is_none_or(|t| t > now))
-        };
-        lefts.retain(alive(self.left_expiry));
-        rights.retain(alive(self.right_expiry));
-        if lefts.is_empty() && rights.is_empty() {
+        expire(
+            &mut sides.lefts,
+            &mut sides.left_until,
+            self.left_expiry,
+            now,
+        );
+        expire(
+            &mut sides.rights,
+            &mut sides.right_until,
+            self.right_expiry,
+            now,
+        );
+        if sides.is_empty() {
             *state = None;
         }
     }
