@@ -185,7 +185,11 @@ fn run_file(
 /// The interactive shell.
 fn shell(session: &mut Session, vars: &[(String, String)]) -> Result<()> {
     use rustyline::error::ReadlineError;
-    let mut editor = rustyline::DefaultEditor::new().context("cannot start the line editor")?;
+    let mut editor = rustyline::Editor::<SqlHelper, rustyline::history::DefaultHistory>::new()
+        .context("cannot start the line editor")?;
+    editor.set_helper(Some(SqlHelper {
+        names: catalog_names(session),
+    }));
     let history = std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".spate_sql_history"));
     if let Some(h) = &history {
         let _ = editor.load_history(h);
@@ -246,6 +250,9 @@ fn shell(session: &mut Session, vars: &[(String, String)]) -> Result<()> {
         if let Err(e) = result {
             eprintln!("[ERROR] {e}");
         }
+        if let Some(helper) = editor.helper_mut() {
+            helper.names = catalog_names(session);
+        }
     }
     if let Some(h) = &history {
         let _ = editor.save_history(h);
@@ -253,11 +260,213 @@ fn shell(session: &mut Session, vars: &[(String, String)]) -> Result<()> {
     Ok(())
 }
 
+/// The words the shell completes besides the session's names.
+const KEYWORDS: &[&str] = &[
+    "ALTER",
+    "AND",
+    "AS",
+    "ASC",
+    "AVG",
+    "BETWEEN",
+    "BIGINT",
+    "BOOLEAN",
+    "BY",
+    "CASE",
+    "CAST",
+    "COUNT",
+    "CREATE",
+    "CUMULATE",
+    "DECIMAL",
+    "DESC",
+    "DESCRIBE",
+    "DESCRIPTOR",
+    "DISTINCT",
+    "DOUBLE",
+    "DROP",
+    "ELSE",
+    "END",
+    "EXISTS",
+    "EXPLAIN",
+    "FALSE",
+    "FILTER",
+    "FOR",
+    "FROM",
+    "FUNCTION",
+    "GROUP",
+    "HAVING",
+    "HOP",
+    "IF",
+    "IN",
+    "INSERT",
+    "INT",
+    "INTERVAL",
+    "INTO",
+    "IS",
+    "JOIN",
+    "KEY",
+    "LIKE",
+    "MAX",
+    "MIN",
+    "NOT",
+    "NULL",
+    "ON",
+    "OR",
+    "OVER",
+    "PARTITION",
+    "PRIMARY",
+    "RESET",
+    "ROW",
+    "ROW_NUMBER",
+    "SECOND",
+    "SELECT",
+    "SESSION",
+    "SET",
+    "SHOW",
+    "STRING",
+    "SUM",
+    "TABLE",
+    "TABLES",
+    "THEN",
+    "TIMESTAMP",
+    "TRUE",
+    "TUMBLE",
+    "UNION",
+    "VARCHAR",
+    "VIEW",
+    "VIEWS",
+    "WATERMARK",
+    "WHEN",
+    "WHERE",
+    "WITH",
+];
+
+/// The tables, views, functions and columns of the session, for completion.
+fn catalog_names(session: &Session) -> Vec<String> {
+    let catalog = &session.catalog;
+    let mut names = catalog.table_names();
+    names.extend(catalog.view_names());
+    names.extend(catalog.function_names());
+    for table in catalog.table_names() {
+        if let Some(t) = catalog.table(&table) {
+            names.extend(t.columns.iter().map(|c| c.name.clone()));
+        }
+    }
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// What the word before `pos` in `line` completes to: keywords (in the word's case) and
+/// `names` that start with it, and where the word starts.
+fn completions(line: &str, pos: usize, names: &[String]) -> (usize, Vec<String>) {
+    let before = line.get(..pos).unwrap_or(line);
+    let start = before
+        .char_indices()
+        .rev()
+        .find(|(_, c)| !(c.is_alphanumeric() || *c == '_'))
+        .map_or(0, |(i, c)| i + c.len_utf8());
+    let word = &before[start..];
+    if word.is_empty() {
+        return (pos, Vec::new());
+    }
+    let lower = word.to_lowercase();
+    let upper = word.to_uppercase();
+    let lowercase_word = word == lower;
+    let mut out: Vec<String> = KEYWORDS
+        .iter()
+        .filter(|k| k.starts_with(&upper))
+        .map(|k| {
+            if lowercase_word {
+                k.to_lowercase()
+            } else {
+                (*k).to_owned()
+            }
+        })
+        .collect();
+    out.extend(
+        names
+            .iter()
+            .filter(|n| n.to_lowercase().starts_with(&lower))
+            .cloned(),
+    );
+    out.sort();
+    out.dedup();
+    (start, out)
+}
+
+/// The shell's line-editor helper: completion with Tab.
+struct SqlHelper {
+    names: Vec<String>,
+}
+
+impl rustyline::completion::Completer for SqlHelper {
+    type Candidate = String;
+    fn complete(
+        &self,
+        line: &str,
+        pos: usize,
+        _: &rustyline::Context<'_>,
+    ) -> rustyline::Result<(usize, Vec<String>)> {
+        Ok(completions(line, pos, &self.names))
+    }
+}
+
+impl rustyline::hint::Hinter for SqlHelper {
+    type Hint = String;
+}
+impl rustyline::highlight::Highlighter for SqlHelper {}
+impl rustyline::validate::Validator for SqlHelper {}
+impl rustyline::Helper for SqlHelper {}
+
 const HELP: &str = "\
 CREATE [TEMPORARY] TABLE t (col TYPE, c AS expr, WATERMARK FOR c AS c - INTERVAL '4' SECOND) WITH ('connector' = ...);
 CREATE VIEW v AS SELECT ...;      CREATE FUNCTION f AS 'class';
 SELECT ...;                       runs the query and prints its rows (+I[...])
 INSERT INTO t SELECT ...;         runs a job into t and waits for its end
 EXPLAIN SELECT|INSERT ...;        DESCRIBE t;    SHOW TABLES|VIEWS|FUNCTIONS;
+ALTER TABLE t SET ('key' = 'value', ...);  ALTER TABLE t RESET ('key', ...);
 SET 'key' = 'value';  SET;  RESET ['key'];    DROP TABLE|VIEW|FUNCTION [IF EXISTS] name;
-HELP;  CLEAR;  QUIT;";
+HELP;  CLEAR;  QUIT;
+Connectors: filesystem (json, csv), kafka (json), nexmark, print, blackhole.";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Tab completes keywords in the case of the word typed, and the session's names, from
+    /// the start of the word under the cursor.
+    #[test]
+    fn tab_completes_keywords_and_the_sessions_names() {
+        let names = ["bid".to_owned(), "bidder".to_owned(), "datagen".to_owned()];
+        assert_eq!(
+            completions("SELECT * FR", 11, &names),
+            (9, vec!["FROM".to_owned()])
+        );
+        assert_eq!(
+            completions("sel", 3, &names),
+            (0, vec!["select".to_owned()])
+        );
+        assert_eq!(
+            completions("SELECT a FROM bi WHERE x", 16, &names),
+            (14, ["bid", "bidder", "bigint"].map(String::from).to_vec())
+        );
+        assert_eq!(
+            completions("SELECT datä", 11, &names).0,
+            7,
+            "a word of non-ASCII letters starts after the space"
+        );
+        assert_eq!(completions("SELECT ", 7, &names), (7, Vec::<String>::new()));
+        let mut session = Session::new(JobConfig::default());
+        session
+            .execute_script(
+                "CREATE TABLE orders (order_id BIGINT) WITH ('connector' = 'blackhole');",
+            )
+            .unwrap();
+        let names = catalog_names(&session);
+        assert!(names.contains(&"orders".to_owned()) && names.contains(&"order_id".to_owned()));
+        assert_eq!(
+            completions("SELECT ord", 10, &names).1,
+            vec!["order_id".to_owned(), "orders".to_owned()]
+        );
+    }
+}
