@@ -41,18 +41,20 @@
 //!   Spate implements; `ALTER TABLE ... SET | RESET` (options); `SET`, `RESET`, `SHOW`,
 //!   `DESCRIBE`, `EXPLAIN`, `DROP`.
 //! * Connectors: `filesystem` (JSON lines and CSV in; JSON lines out, one object per row as
-//!   Flink's `json` format, as a rolling file sink), `kafka` (JSON, with Flink's options; exactly once through Kafka transactions),
-//!   `nexmark` (the generator), `print`, `blackhole`.
-//! * Queries: projections and filters with Flink's expressions and functions; unbounded
-//!   `GROUP BY` with `COUNT`, `COUNT(DISTINCT)`, `SUM`, `MIN`, `MAX`, `AVG` and `FILTER`
-//!   (a changelog; also over a changelog); group windows (`TUMBLE`, `HOP`, `SESSION`) and
-//!   window table functions (those and `CUMULATE`), cascaded; `ROW_NUMBER()` top-N and deduplication; inner
-//!   equi-joins of append-only inputs; lookup joins (`FOR SYSTEM_TIME AS OF`) on tables that
-//!   do not change.
+//!   Flink's `json` format, as a rolling file sink), `kafka` (JSON, with Flink's options;
+//!   exactly once through Kafka transactions), `nexmark` (the generator), `print`,
+//!   `blackhole`.
+//! * Queries: projections and filters with Flink's expressions and functions; `WITH`,
+//!   `SELECT DISTINCT`, `UNION` and `UNION ALL`; unbounded `GROUP BY` with `COUNT`,
+//!   `COUNT(DISTINCT)`, `SUM`, `MIN`, `MAX`, `AVG` and `FILTER` (a changelog; also over a
+//!   changelog); group windows (`TUMBLE`, `HOP`, `SESSION`) and window table functions
+//!   (those and `CUMULATE`), cascaded; `ROW_NUMBER()` top-N and deduplication; inner
+//!   equi-joins of append-only inputs (rows a time bound proves unmatchable dropped); lookup
+//!   joins (`FOR SYSTEM_TIME AS OF`) on tables that do not change.
 //!
 //! Not yet: outer joins, joins of changelogs, interval and window joins as such (a join on
 //! the window columns is a regular join here, with the same rows), OVER
-//! aggregations, `UNION` without `ALL`, `ORDER BY`, processing-time windows, the
+//! aggregations, `ORDER BY`, processing-time windows, the
 //! `upsert-kafka` connector, and state TTL.
 
 pub mod agg;

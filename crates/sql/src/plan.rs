@@ -404,12 +404,24 @@ impl Planner<'_> {
                 set_quantifier: SetQuantifier::All,
                 right,
             } => union(self.set_expr(left)?, self.set_expr(right)?),
+            // As Flink plans it: the rows of both, then a GROUP BY of every column (a
+            // changelog, each distinct row once).
+            SetExpr::SetOperation {
+                left,
+                op: SetOperator::Union,
+                set_quantifier: SetQuantifier::None | SetQuantifier::Distinct,
+                right,
+            } => Ok(distinct(union(
+                self.set_expr(left)?,
+                self.set_expr(right)?,
+            )?)),
             SetExpr::SetOperation {
                 op: SetOperator::Union,
+                set_quantifier,
                 ..
-            } => Err(SqlError::plan(
-                "UNION without ALL is not supported yet (UNION ALL is)",
-            )),
+            } => Err(SqlError::plan(format!(
+                "UNION {set_quantifier} is not supported (UNION and UNION ALL are)"
+            ))),
             other => Err(SqlError::plan(format!("`{other}` is not supported yet"))),
         }
     }
@@ -1292,7 +1304,7 @@ fn union(left: Plan, right: Plan) -> Result<Plan, SqlError> {
     let (lt, rt) = (left.types(), right.types());
     if lt.len() != rt.len() {
         return Err(SqlError::plan(format!(
-            "UNION ALL needs as many columns on each side: {} on the left, {} on the right",
+            "UNION needs as many columns on each side: {} on the left, {} on the right",
             lt.len(),
             rt.len()
         )));
@@ -1301,7 +1313,7 @@ fn union(left: Plan, right: Plan) -> Result<Plan, SqlError> {
     for (i, (a, b)) in lt.iter().zip(&rt).enumerate() {
         let ty = expr::common_type(a, b).ok_or_else(|| {
             SqlError::plan(format!(
-                "UNION ALL: column {} (`{}`) is {a} on the left and {b} on the right",
+                "UNION: column {} (`{}`) is {a} on the left and {b} on the right",
                 i + 1,
                 left.scope.columns[i].name
             ))
@@ -1354,6 +1366,20 @@ fn union(left: Plan, right: Plan) -> Result<Plan, SqlError> {
         updating,
         windows: None,
     })
+}
+
+/// Each distinct row of `input` once: a `GROUP BY` of all its columns, without aggregates.
+fn distinct(input: Plan) -> Plan {
+    let keys: Vec<Scalar> = (0..input.scope.columns.len()).map(Scalar::Col).collect();
+    let mut scope = input.scope.clone();
+    scope.computed.clear();
+    Plan {
+        node: Node::Aggregate(Box::new(input), keys, Vec::new()),
+        scope,
+        rowtime: None,
+        updating: true,
+        windows: None,
+    }
 }
 
 /// Column `i` as an expression.
