@@ -20,8 +20,8 @@
 //!   batch at a time, not one timer each): a row is kept at most twice as long as needed.
 //!
 //! Nexmark's q7 joins every bid with the maximum price of the 10-second window that ends
-//! within 10 seconds after it: a bid is dropped 10 seconds of event time after its own,
-//! instead of being kept for the whole run.
+//! within 10 seconds after it: a bid is dropped 10 to 20 seconds of event time after its
+//! own, instead of being kept for the whole run.
 
 use spate_dataflow::{KeyedCoProcessFunction, ProcessContext, TimeDomain, Timestamp};
 
